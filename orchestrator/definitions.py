@@ -1,0 +1,322 @@
+"""The definitions API: `define_tool`, `define_prompt`, `define_agent`, `define_hook`.
+
+Definitions are checked when they are made, so a mistake surfaces at import
+(and in `orchestrator check`) rather than in the middle of a conversation.
+The loader gives each definition its name from its file's stem.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .messages import EnvType
+from .results import AttachmentRef, ToolAttachment, ToolResult
+
+if TYPE_CHECKING:
+    from .state import ThreadState
+
+__all__ = [
+    "AgentDefinition",
+    "AttachmentRef",
+    "DefinitionError",
+    "HookDefinition",
+    "HOOK_NAMES",
+    "PromptDefinition",
+    "Side",
+    "ToolAttachment",
+    "ToolDefinition",
+    "ToolResult",
+    "VariableDefinition",
+    "define_agent",
+    "define_hook",
+    "define_prompt",
+    "define_tool",
+]
+
+
+class DefinitionError(ValueError):
+    """A definition is malformed. The message names the field and what was expected."""
+
+
+ExecutionMode = Literal["local", "provider"]
+ToolExecute = Callable[..., Awaitable["ToolResult | Mapping[str, Any]"]]
+
+HOOK_NAMES: tuple[str, ...] = (
+    "prefilter_llm_history",
+    "before_create_message",
+    "after_create_message",
+    "before_update_message",
+    "after_update_message",
+    "tool_call_started",
+    "before_store_tool_result",
+    "after_tool_call_success",
+    "after_tool_call_failure",
+)
+
+
+class VariableDefinition(BaseModel):
+    """An env value a tool needs; checked before the tool runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    type: EnvType = "secret"
+    required: bool = True
+    description: str | None = None
+
+
+class _Definition(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str | None = None  # set by the loader from the file stem
+
+    def named(self, name: str) -> Any:
+        return self.model_copy(update={"name": name})
+
+
+class ToolDefinition(_Definition):
+    description: str
+    execute: ToolExecute
+    args: type[BaseModel] | None = None
+    variables: tuple[VariableDefinition, ...] = ()
+    uses: tuple[str, ...] = ()
+    progress_argument: str | None = None
+    annotations: dict[str, Any] | None = None
+    execution_mode: ExecutionMode = "local"
+    execution_provider: str | None = None
+    timeout: float | None = Field(default=None, description="Seconds; None uses the runtime default.")
+
+
+class Side(BaseModel):
+    """One side of an agent: its prompt and when its turn ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt: str
+    stop_on_response: bool = True
+    stop_tool: str | None = None
+    end_conversation_tool: str | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+
+    def __init__(self, prompt: str | None = None, /, **data: Any) -> None:
+        if prompt is not None:
+            data["prompt"] = prompt
+        super().__init__(**data)
+
+
+class PromptDefinition(_Definition):
+    prompt: str
+    tool_description: str
+    model: str | None = None  # a model alias from the config; None: the default model
+    tools: tuple[str, ...] = ()
+    variables: dict[str, str] = Field(default_factory=dict)  # defaults for {placeholders}
+    env: dict[str, str] = Field(default_factory=dict)  # env defaults (text)
+    args: type[BaseModel] | None = None  # arguments when called as a tool
+    max_steps: int = Field(default=10, ge=1)  # bound on the nested loop as a tool
+
+
+class AgentDefinition(_Definition):
+    type: Literal["ai_human", "dual_ai"]
+    side_a: Side
+    side_b: Side | None = None
+    max_session_turns: int | None = Field(default=None, ge=1)
+    expose_as_tool: bool = False
+    tool_description: str | None = None
+    args: type[BaseModel] | None = None  # creation arguments when called as a tool
+    env: dict[str, str] = Field(default_factory=dict)
+    title: str | None = None
+
+
+class HookDefinition(_Definition):
+    hook: str
+    fn: Callable[..., Any]
+
+
+# --------------------------------------------------------------------------
+# define_* functions
+# --------------------------------------------------------------------------
+
+
+def define_tool(
+    *,
+    description: str,
+    execute: ToolExecute,
+    args: type[BaseModel] | None = None,
+    variables: tuple[VariableDefinition, ...] | list[VariableDefinition] = (),
+    uses: tuple[str, ...] | list[str] = (),
+    progress_argument: str | None = None,
+    annotations: dict[str, Any] | None = None,
+    execution_mode: ExecutionMode = "local",
+    execution_provider: str | None = None,
+    timeout: float | None = None,
+) -> ToolDefinition:
+    """Define a tool. `execute(state, args)` with `args`, `execute(state)` without."""
+    if not isinstance(description, str) or not description.strip():
+        raise DefinitionError("define_tool: 'description' must be a non-empty string")
+    if args is not None:
+        if not (isinstance(args, type) and issubclass(args, BaseModel)):
+            raise DefinitionError(
+                f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}"
+            )
+        from .schema import check_args_model
+
+        check_args_model(args)  # raises SchemaError (a DefinitionError) naming the field path
+    if execution_mode not in ("local", "provider"):
+        raise DefinitionError(
+            f"define_tool: 'execution_mode' must be 'local' or 'provider', got {execution_mode!r}"
+        )
+    if execution_mode == "provider" and not execution_provider:
+        raise DefinitionError(
+            "define_tool: execution_mode='provider' requires 'execution_provider' (e.g. 'anthropic')"
+        )
+    if execution_mode == "local":
+        _check_execute(execute, with_args=args is not None)
+    _check_progress_argument(progress_argument, args)
+    if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):
+        raise DefinitionError("define_tool: 'uses' must be a tuple of tool names")
+    return ToolDefinition(
+        description=description,
+        execute=execute,
+        args=args,
+        variables=tuple(variables),
+        uses=tuple(uses),
+        progress_argument=progress_argument,
+        annotations=annotations,
+        execution_mode=execution_mode,
+        execution_provider=execution_provider,
+        timeout=timeout,
+    )
+
+
+def define_prompt(
+    *,
+    prompt: str,
+    tool_description: str,
+    model: str | None = None,
+    tools: tuple[str, ...] | list[str] = (),
+    variables: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    args: type[BaseModel] | None = None,
+    max_steps: int = 10,
+) -> PromptDefinition:
+    """Define a prompt: a system prompt, a model alias and the tools it may call.
+
+    Every prompt is callable as a tool, so `tool_description` is required.
+    """
+    if not isinstance(tool_description, str) or not tool_description.strip():
+        raise DefinitionError(
+            "define_prompt: 'tool_description' is required (every prompt is callable as a tool)"
+        )
+    if args is not None:
+        from .schema import check_args_model
+
+        check_args_model(args)
+    return PromptDefinition(
+        prompt=prompt,
+        tool_description=tool_description,
+        model=model,
+        tools=tuple(tools),
+        variables=dict(variables or {}),
+        env=dict(env or {}),
+        args=args,
+        max_steps=max_steps,
+    )
+
+
+def define_agent(
+    *,
+    type: Literal["ai_human", "dual_ai"],
+    side_a: Side,
+    side_b: Side | None = None,
+    max_session_turns: int | None = None,
+    expose_as_tool: bool = False,
+    tool_description: str | None = None,
+    args: type[BaseModel] | None = None,
+    env: Mapping[str, str] | None = None,
+    title: str | None = None,
+) -> AgentDefinition:
+    """Define an agent: `ai_human` (side b is a person) or `dual_ai` (both AI)."""
+    if type not in ("ai_human", "dual_ai"):
+        raise DefinitionError(f"define_agent: 'type' must be 'ai_human' or 'dual_ai', got {type!r}")
+    if type == "dual_ai" and side_b is None:
+        raise DefinitionError("define_agent: a 'dual_ai' agent needs 'side_b' (a Side with a prompt)")
+    if expose_as_tool and not tool_description:
+        raise DefinitionError("define_agent: expose_as_tool=True requires 'tool_description'")
+    if args is not None:
+        from .schema import check_args_model
+
+        check_args_model(args)
+    return AgentDefinition(
+        type=type,
+        side_a=side_a,
+        side_b=side_b,
+        max_session_turns=max_session_turns,
+        expose_as_tool=expose_as_tool,
+        tool_description=tool_description,
+        args=args,
+        env=dict(env or {}),
+        title=title,
+    )
+
+
+def define_hook(name: str, fn: Callable[..., Any]) -> HookDefinition:
+    """Define a hook. `name` is one of `HOOK_NAMES`; `fn` may be sync or async."""
+    if name not in HOOK_NAMES:
+        raise DefinitionError(f"define_hook: unknown hook name {name!r}; expected one of {', '.join(HOOK_NAMES)}")
+    if not callable(fn):
+        raise DefinitionError(f"define_hook: 'fn' must be callable, got {fn!r}")
+    return HookDefinition(name=name, hook=name, fn=fn)
+
+
+# --------------------------------------------------------------------------
+# checks
+# --------------------------------------------------------------------------
+
+
+def _check_execute(execute: Any, *, with_args: bool) -> None:
+    if not callable(execute):
+        raise DefinitionError(f"define_tool: 'execute' must be an async function, got {execute!r}")
+    if not inspect.iscoroutinefunction(execute) and not inspect.iscoroutinefunction(
+        getattr(execute, "__call__", None)
+    ):
+        raise DefinitionError(
+            f"define_tool: 'execute' must be an async function (async def), got {getattr(execute, '__name__', execute)!r}"
+        )
+    try:
+        params = [
+            p
+            for p in inspect.signature(execute).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # builtins without signatures: trust them
+        return
+    want = 2 if with_args else 1
+    required = [p for p in params if p.default is inspect.Parameter.empty]
+    if len(required) > want or len(params) < want:
+        shape = "(state, args)" if with_args else "(state)"
+        raise DefinitionError(
+            f"define_tool: 'execute' must take {shape}"
+            f"{' because args is set' if with_args else ' because no args model is set'}; "
+            f"it takes ({', '.join(p.name for p in params)})"
+        )
+
+
+def _check_progress_argument(name: str | None, args: type[BaseModel] | None) -> None:
+    if name is None:
+        return
+    if args is None or name not in args.model_fields:
+        known = ", ".join(args.model_fields) if args is not None else "none: the tool has no args"
+        raise DefinitionError(
+            f"define_tool: progress_argument {name!r} must name a top-level argument (known: {known})"
+        )
+    from .schema import is_plain_string_field
+
+    if not is_plain_string_field(args.model_fields[name]):
+        raise DefinitionError(
+            f"define_tool: progress_argument {name!r} must be a string argument, "
+            f"got {args.model_fields[name].annotation!r}"
+        )

@@ -1,0 +1,134 @@
+"""Messages and the records stored beside them.
+
+A `Message` is what storage keeps, what events carry and what views turn into
+provider requests. Its JSON form is the stable on-disk and on-wire form.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .results import AttachmentRef
+
+Role = Literal["system", "user", "assistant", "tool"]
+SideName = Literal["a", "b"]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class ToolCall(BaseModel):
+    """One call requested by a model. `arguments` is the raw JSON text streamed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    provider_executed: bool = False
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: new_id("msg"))
+    thread_id: str
+    seq: int = 0  # assigned by storage on append; strictly increasing per thread
+    side: SideName | None = None  # None: injected, shown to both sides
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None  # role="tool": the call answered
+    name: str | None = None  # role="tool": the tool's name
+    tool_status: Literal["success", "error"] | None = None
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    provider_blocks: list[dict[str, Any]] | None = None  # provider-executed tool blocks, verbatim
+    silent: bool = False
+    depth: int = 0  # 0 for the thread's own turns; +1 per nested prompt-as-tool
+    flow_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+
+class MessagesResult(BaseModel):
+    messages: list[Message]
+    total: int
+    has_more: bool
+
+
+ThreadStatus = Literal["idle", "running", "completed", "stopped", "failed"]
+
+
+class ExecutionSnapshot(BaseModel):
+    """The durable part of an execution: enough to resume it after a crash."""
+
+    flow_id: str
+    current_side: SideName = "a"
+    step_count: int = 0
+    side_a_step_count: int = 0
+    side_b_step_count: int = 0
+    turn_count: int = 0
+    turn_step_count: int = 0
+    forced_side: SideName | None = None
+    stopped: bool = False
+    stopped_by: SideName | None = None
+    reason: str | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    requests: int = 0
+
+    def add(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=self.cost + other.cost,
+            requests=self.requests + other.requests,
+        )
+
+
+class ThreadRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: new_id("thr"))
+    agent_id: str
+    user_id: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    parent_id: str | None = None
+    depth: int = 0
+    status: ThreadStatus = "idle"
+    execution: ExecutionSnapshot | None = None
+    usage: Usage = Field(default_factory=Usage)
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+
+EnvType = Literal["text", "secret"]
+
+
+class EnvValue(BaseModel):
+    name: str
+    value: str = Field(repr=False)
+    type: EnvType = "secret"
+
+    def __str__(self) -> str:  # never print a secret by accident
+        return f"{self.name}={'***' if self.type == 'secret' else self.value}"
+
+
+class Event(BaseModel):
+    """One entry of a thread's event log. `seq` is per thread and strictly increasing."""
+
+    thread_id: str
+    seq: int
+    type: str
+    data: Any = None
+    at: float = Field(default_factory=time.time)

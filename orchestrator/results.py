@@ -1,0 +1,54 @@
+"""What a tool returns: `ToolResult` and its attachments.
+
+These cross every boundary (tool -> executor -> storage -> model request), so
+they are pydantic models with a stable JSON form.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolAttachment(BaseModel):
+    """A file a tool hands back inline; the runtime stores it and keeps a ref."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="File name, e.g. 'generated.png'; no path.")
+    mime_type: str
+    data: str = Field(description="Base64-encoded file data.", repr=False)
+    width: int | None = None
+    height: int | None = None
+
+
+class AttachmentRef(BaseModel):
+    """A file already in the thread's file store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    mime_type: str
+    size: int
+    width: int | None = None
+    height: int | None = None
+
+
+class ToolResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["success", "error"]
+    result: str | None = None
+    error: str | None = None
+    stack: str | None = None
+    attachments: list[ToolAttachment | AttachmentRef] | None = None
+
+    @classmethod
+    def ok(cls, result: str | None = None, **kw: object) -> ToolResult:
+        return cls(status="success", result=result, **kw)  # type: ignore[arg-type]
+
+    @classmethod
+    def fail(cls, error: str, stack: str | None = None) -> ToolResult:
+        return cls(status="error", error=error, stack=stack)

@@ -1,0 +1,39 @@
+"""Durable thread state. `open_storage(url)` picks the backend from a URL."""
+
+from __future__ import annotations
+
+from .base import (
+    Lease,
+    NotFoundError,
+    SchemaVersionError,
+    StaleLeaseError,
+    StepWrite,
+    Storage,
+    StorageError,
+    ThreadBusyError,
+)
+
+__all__ = [
+    "Lease",
+    "NotFoundError",
+    "SchemaVersionError",
+    "StaleLeaseError",
+    "StepWrite",
+    "Storage",
+    "StorageError",
+    "ThreadBusyError",
+    "open_storage",
+]
+
+
+def open_storage(url: str) -> Storage:
+    """`sqlite:///path.db`, `sqlite://:memory:` or a bare path mean SQLite;
+    `postgresql://...` means PostgreSQL. The returned storage is not yet open."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(url)
+    from .sqlite import SQLiteStorage
+
+    path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+    return SQLiteStorage(path or ":memory:")

@@ -1,0 +1,181 @@
+"""The storage interface every backend implements (SQLite now, PostgreSQL later).
+
+Design rules the executor relies on:
+- `append_messages` assigns `seq` (strictly increasing per thread) and returns
+  the stored copies.
+- `commit` writes a whole `StepWrite` in one transaction, and refuses it with
+  `StaleLeaseError` when the fencing token is no longer the thread's current
+  one (a stale owner's late write).
+- A lease (`acquire_lease`) makes one execution per thread across processes.
+- No method blocks the event loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..messages import (
+    Event,
+    EnvType,
+    EnvValue,
+    Message,
+    MessagesResult,
+    ThreadRecord,
+)
+from ..results import AttachmentRef
+
+
+class StorageError(Exception):
+    """Base class for storage failures the caller can act on."""
+
+
+class SchemaVersionError(StorageError):
+    """The database was written by a newer version of this runtime."""
+
+
+class NotFoundError(StorageError, KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we don't want that
+        return str(self.args[0]) if self.args else ""
+
+
+class ThreadBusyError(StorageError):
+    """Another execution holds the thread's lease."""
+
+
+class StaleLeaseError(StorageError):
+    """A write was fenced off: the lease moved to another owner."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    thread_id: str
+    owner: str
+    token: int  # fencing token: strictly increases each time the lease changes hands
+    expires_at: float
+
+
+@dataclass
+class StepWrite:
+    """Everything one step (or one tool result) writes, committed atomically."""
+
+    thread_id: str
+    new_messages: list[Message] = field(default_factory=list)
+    updated_messages: list[Message] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    thread: ThreadRecord | None = None  # the thread row to save (status, execution, usage)
+    lease_token: int | None = None  # when set, the write is fenced by this token
+
+
+Scope = Literal["thread", "user"]
+
+
+class Storage(ABC):
+    """Async storage of threads, messages, values, env, files and events."""
+
+    # -- lifecycle ---------------------------------------------------------
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect and migrate. Raises SchemaVersionError for a newer schema."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Storage:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- threads -----------------------------------------------------------
+    @abstractmethod
+    async def create_thread(self, thread: ThreadRecord) -> ThreadRecord: ...
+
+    @abstractmethod
+    async def get_thread(self, thread_id: str) -> ThreadRecord:
+        """Raises NotFoundError naming the id."""
+
+    @abstractmethod
+    async def save_thread(self, thread: ThreadRecord) -> None: ...
+
+    @abstractmethod
+    async def list_threads(
+        self, *, user_id: str | None = None, status: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[ThreadRecord]: ...
+
+    # -- messages ----------------------------------------------------------
+    @abstractmethod
+    async def append_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
+        """Store new messages; returns them with `seq` assigned."""
+
+    @abstractmethod
+    async def update_message(self, message: Message) -> None: ...
+
+    @abstractmethod
+    async def get_messages(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "asc",
+        include_silent: bool = False,
+        max_depth: int | None = None,
+    ) -> MessagesResult: ...
+
+    @abstractmethod
+    async def get_message(self, thread_id: str, message_id: str) -> Message: ...
+
+    # -- key-value store ---------------------------------------------------
+    @abstractmethod
+    async def get_value(self, thread_id: str, key: str) -> Any | None: ...
+
+    @abstractmethod
+    async def set_value(self, thread_id: str, key: str, value: Any) -> None:
+        """`value` is already known to be JSON-serialisable."""
+
+    # -- env values --------------------------------------------------------
+    @abstractmethod
+    async def get_env(self, scope: Scope, owner_id: str, name: str) -> EnvValue | None: ...
+
+    @abstractmethod
+    async def set_env(self, scope: Scope, owner_id: str, name: str, value: str, type: EnvType) -> None: ...
+
+    @abstractmethod
+    async def list_env(self, scope: Scope, owner_id: str) -> list[EnvValue]: ...
+
+    # -- files (attachments) -----------------------------------------------
+    @abstractmethod
+    async def put_file(self, thread_id: str, ref: AttachmentRef, data: bytes) -> AttachmentRef: ...
+
+    @abstractmethod
+    async def get_file(self, thread_id: str, file_id: str) -> tuple[AttachmentRef, bytes]: ...
+
+    # -- event log ---------------------------------------------------------
+    @abstractmethod
+    async def append_events(self, events: list[Event]) -> None: ...
+
+    @abstractmethod
+    async def events_after(self, thread_id: str, after: int, limit: int | None = None) -> list[Event]: ...
+
+    @abstractmethod
+    async def last_event_seq(self, thread_id: str) -> int: ...
+
+    # -- one transaction per step ------------------------------------------
+    @abstractmethod
+    async def commit(self, write: StepWrite) -> list[Message]:
+        """Write atomically; returns `new_messages` with `seq` assigned."""
+
+    # -- one execution per thread ------------------------------------------
+    @abstractmethod
+    async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
+        """Take the thread, or raise ThreadBusyError if another live owner holds it."""
+
+    @abstractmethod
+    async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
+        """Extend; raises StaleLeaseError if the lease was lost."""
+
+    @abstractmethod
+    async def release_lease(self, lease: Lease) -> None: ...
