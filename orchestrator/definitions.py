@@ -25,6 +25,7 @@ __all__ = [
     "DefinitionError",
     "HookDefinition",
     "HOOK_NAMES",
+    "MessageArgs",
     "PromptDefinition",
     "Side",
     "ToolAttachment",
@@ -67,6 +68,12 @@ class VariableDefinition(BaseModel):
     type: EnvType = "secret"
     required: bool = True
     description: str | None = None
+
+
+class MessageArgs(BaseModel):
+    """Default arguments of a prompt or agent called as a tool."""
+
+    message: str = Field(description="What to ask or tell it, in plain language.")
 
 
 class _Definition(BaseModel):
@@ -222,7 +229,7 @@ def define_prompt(
         tools=tuple(tools),
         variables=dict(variables or {}),
         env=dict(env or {}),
-        args=args,
+        args=args or MessageArgs,
         max_steps=max_steps,
     )
 
@@ -257,7 +264,7 @@ def define_agent(
         max_session_turns=max_session_turns,
         expose_as_tool=expose_as_tool,
         tool_description=tool_description,
-        args=args,
+        args=args or (MessageArgs if expose_as_tool else None),
         env=dict(env or {}),
         title=title,
     )

@@ -1,0 +1,89 @@
+"""Showing a thread live in a terminal: each side's text as it streams, tool
+calls with their progress value, results, and a summary at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .messages import Event
+
+
+class ConsoleView:
+    """Renders events as they arrive. Plain text when the output is not a TTY."""
+
+    def __init__(self, side_names: dict[str, str], *, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(highlight=False)
+        self.side_names = side_names
+        self._speaking: tuple[str, int] | None = None
+
+    def _line(self, text: str, style: str | None = None) -> None:
+        if self._speaking is not None:
+            self.console.print()
+            self._speaking = None
+        self.console.print(text, style=style, markup=False)
+
+    def show(self, event: Event) -> None:
+        data = event.data if isinstance(event.data, dict) else {}
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(data)
+        elif event.type not in _QUIET:
+            self._line(f"  • {event.type}: {data if data else ''}", "magenta")
+
+    def _on_text_delta(self, data: dict[str, Any]) -> None:
+        who = (data.get("side", "?"), data.get("depth", 0))
+        if self._speaking != who:
+            if self._speaking is not None:
+                self.console.print()
+            side, depth = who
+            indent = "    " * depth
+            label = self.side_names.get(side, side)
+            self.console.print(f"{indent}[{side.upper()} · {label}] ", style="bold cyan" if side == "a" else "bold green", end="", markup=False)
+            self._speaking = who
+        self.console.print(data.get("text", ""), end="", markup=False, soft_wrap=True)
+
+    def _on_tool_call_started(self, data: dict[str, Any]) -> None:
+        progress = f" {data['progress_argument']}={data['progress_value']!r}" if data.get("progress_value") is not None else ""
+        self._line(f"{'    ' * data.get('depth', 0)}  ⚙ {data.get('name')}{progress} …", "yellow")
+
+    def _on_tool_result(self, data: dict[str, Any]) -> None:
+        content = (data.get("content") or "").replace("\n", " ")
+        if len(content) > 100:
+            content = content[:97] + "..."
+        mark = "✓" if data.get("tool_status") == "success" else "✗"
+        self._line(f"{'    ' * data.get('depth', 0)}    {mark} {data.get('name')}: {content}", "yellow" if mark == "✓" else "red")
+
+    def _on_message_created(self, data: dict[str, Any]) -> None:
+        if data.get("role") == "user" and data.get("side") == "b" and data.get("depth", 0) == 0 and not self._speaking:
+            self._line(f"[B · person] {data.get('content')}", "bold green")
+        elif data.get("side") is None:
+            self._line(f"  ✉ injected {data.get('role')}: {data.get('content')}", "dim")
+
+    def _on_turn_ended(self, data: dict[str, Any]) -> None:
+        if self._speaking is not None:
+            self.console.print()
+            self._speaking = None
+
+    def _on_stream_restarted(self, data: dict[str, Any]) -> None:
+        self._line(f"  ↻ stream restarted (attempt {data.get('attempt')}): {data.get('reason')}", "red")
+
+    def _on_model_fallback(self, data: dict[str, Any]) -> None:
+        self._line(f"  ↪ fallback {data.get('from')} → {data.get('to')}: {data.get('error')}", "red")
+
+    def _on_execution_failed(self, data: dict[str, Any]) -> None:
+        self._line(f"  ✗ execution failed: {data.get('error')}", "bold red")
+
+    def summary(self, result: Any) -> None:
+        u = result.usage
+        self._line("")
+        self.console.print(
+            f"Stopped: {result.reason} (by side {result.stopped_by or '-'}) · steps {result.step_count} "
+            f"(a {result.side_a_step_count}, b {result.side_b_step_count}) · tokens in {u.input_tokens} / out {u.output_tokens} "
+            f"· cost ${u.cost:.6f}",
+            style="bold", markup=False,
+        )
+
+
+_QUIET = frozenset({"thread_created", "execution_started", "turn_started", "step_started", "execution_stopped", "message_updated"})

@@ -1,0 +1,258 @@
+"""Running the tool calls of one step.
+
+Each call becomes exactly one result the model can read: bad JSON, invalid
+arguments, an unknown tool, a missing variable, an exception, a timeout or a
+bad return value are all error results, never a crash. Independent calls run
+concurrently; results are stored in call order, each in its own transaction,
+so a call whose result was stored is never run again after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
+from .env import EnvNotFoundError
+from .messages import Message, SideName, ToolCall, new_id
+from .results import AttachmentRef, ToolAttachment, ToolResult
+from .state import ThreadState, ToolCallContext, ToolUseError
+
+NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int], Awaitable[ToolResult]]
+
+
+class Aborted(Exception):
+    """The execution was stopped while tools ran; nothing more is stored."""
+
+
+@dataclass
+class StepTools:
+    """What one step's dispatch needs to know."""
+
+    state: ThreadState
+    side: SideName
+    depth: int
+    callables: dict[str, Any]
+    provider_tools: set[str]
+    run_nested: NestedRunner
+
+
+class Dispatcher:
+    def __init__(self, services: Any, step: StepTools) -> None:
+        self._services = services
+        self._settings = services.settings
+        self._step = step
+        self._queued_runs = 0
+
+    # -- the step's calls --------------------------------------------------
+    async def run_calls(self, calls: list[ToolCall]) -> list[Message]:
+        """Run local calls concurrently, store results in call order; then queued tools."""
+        local = [c for c in calls if not c.provider_executed]
+        tasks = [asyncio.create_task(self._run_call(c, depth=0)) for c in local]
+        stored: list[Message] = []
+        try:
+            for call, task in zip(local, tasks):
+                result, queue = await self._await_or_abort(task)
+                stored.append(await self._store_result(call, result))
+                stored.extend(await self._run_queue(call, queue))
+        finally:
+            for task in tasks:
+                task.cancel()
+        return stored
+
+    async def _await_or_abort(self, task: asyncio.Task[Any]) -> Any:
+        execution = self._step.state.execution
+        if execution is None:
+            return await task
+        waiter = asyncio.create_task(execution.abort_signal.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        raise Aborted(execution.abort_signal.reason or "aborted")
+
+    async def _run_queue(self, parent: ToolCall, queue: list[tuple[str, dict[str, Any]]]) -> list[Message]:
+        stored: list[Message] = []
+        while queue:
+            name, args = queue.pop(0)
+            call = ToolCall(id=f"queued_{uuid.uuid4().hex[:12]}", name=name, arguments=json.dumps(args))
+            limit = self._settings.max_queued_tools
+            if self._queued_runs >= limit:
+                result, more = ToolResult.fail(f"queue limit reached: at most {limit} queued tools run per step; {name!r} was not run"), []
+            else:
+                self._queued_runs += 1
+                result, more = await self._await_or_abort(asyncio.create_task(self._run_call(call, depth=0)))
+            announce = Message(
+                thread_id=self._step.state.thread_id, side=self._step.side, role="assistant",
+                tool_calls=[call], depth=self._step.depth, metadata={"queued_by": parent.id},
+                flow_id=self._flow_id(),
+            )
+            stored.append(await self._services.store_message(self._step.state, announce))
+            stored.append(await self._store_result(call, result))
+            queue.extend(more)
+        return stored
+
+    # -- one call ----------------------------------------------------------
+    async def _run_call(self, call: ToolCall, *, depth: int, chain: tuple[str, ...] = ()) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+        target = self._step.callables.get(call.name)
+        if target is None:
+            known = ", ".join(sorted(self._step.callables)) or "none"
+            return ToolResult.fail(f"Unknown tool {call.name!r}. Available tools: {known}."), []
+        args, error = _parse_arguments(call, target.args)
+        if error is not None:
+            return error, []
+        if isinstance(target, (PromptDefinition, AgentDefinition)):
+            return await self._step.run_nested(target, args, call, self._step.depth), []
+        return await self._execute(target, call, args, chain)
+
+    async def _execute(self, tool: ToolDefinition, call: ToolCall, args: dict[str, Any], chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+        missing = await self._missing_variable(tool)
+        if missing is not None:
+            return missing, []
+        context = ToolCallContext(tool=tool, call_id=call.id, invoke=self._invoke, chain=chain + (tool.name or call.name,))
+        state = self._step.state._bind_call(context)
+        timeout = tool.timeout or self._settings.tool_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                if tool.args is None:
+                    raw = await tool.execute(state)
+                else:
+                    raw = await tool.execute(state, tool.args.model_validate(args))
+        except TimeoutError:
+            return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
+        except ToolUseError as exc:
+            return ToolResult.fail(str(exc)), []
+        except Exception as exc:
+            return ToolResult.fail(f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc()), []
+        result = _coerce_result(call.name, raw)
+        result = await self._store_attachments(call.name, result)
+        return self._truncate(result), context.queue
+
+    async def _invoke(self, name: str, args: dict[str, Any], parent: ToolCallContext) -> ToolResult:
+        if name in parent.chain:
+            raise ToolUseError(f"invoke_tool cycle: {' -> '.join(parent.chain + (name,))}")
+        if len(parent.chain) >= self._settings.max_invoke_depth:
+            raise ToolUseError(f"invoke_tool depth limit ({self._settings.max_invoke_depth}) reached: {' -> '.join(parent.chain + (name,))}")
+        target = self._services.definitions.resolve_callable(name)
+        call = ToolCall(id=f"invoked_{uuid.uuid4().hex[:12]}", name=name, arguments=json.dumps(args))
+        parsed, error = _parse_arguments(call, target.args)
+        if error is not None:
+            return error
+        if not isinstance(target, ToolDefinition):
+            return await self._step.run_nested(target, parsed, call, self._step.depth)
+        result, queue = await self._execute(target, call, parsed, parent.chain)
+        parent.queue.extend(queue)
+        return result
+
+    async def _missing_variable(self, tool: ToolDefinition) -> ToolResult | None:
+        for variable in tool.variables:
+            if not variable.required:
+                continue
+            try:
+                await self._step.state.env(variable.name)
+            except EnvNotFoundError:
+                return ToolResult.fail(
+                    f"Tool {tool.name!r} needs env value {variable.name!r}"
+                    f"{f' ({variable.description})' if variable.description else ''}, which is not set"
+                )
+        return None
+
+    # -- results -----------------------------------------------------------
+    async def _store_attachments(self, name: str, result: ToolResult) -> ToolResult:
+        if not result.attachments:
+            return result
+        decoded: list[tuple[ToolAttachment, bytes]] = []
+        for item in result.attachments:
+            if isinstance(item, ToolAttachment):
+                problem, data = _decode_attachment(item, self._settings.max_attachment_bytes)
+                if problem:
+                    return ToolResult.fail(f"Tool {name!r} returned a bad attachment {item.name!r}: {problem}")
+                decoded.append((item, data))
+        refs: list[ToolAttachment | AttachmentRef] = [a for a in result.attachments if isinstance(a, AttachmentRef)]
+        for item, data in decoded:
+            ref = AttachmentRef(id=new_id("file"), name=item.name, mime_type=item.mime_type, size=len(data), width=item.width, height=item.height)
+            refs.append(await self._services.storage.put_file(self._step.state.thread_id, ref, data))
+        return result.model_copy(update={"attachments": refs})
+
+    def _truncate(self, result: ToolResult) -> ToolResult:
+        limit = self._settings.max_tool_result_chars
+        text = result.result
+        if text is None or len(text) <= limit:
+            return result
+        note = f"\n[result truncated: {len(text)} characters, showing the first {limit}]"
+        return result.model_copy(update={"result": text[:limit] + note})
+
+    async def _store_result(self, call: ToolCall, result: ToolResult) -> Message:
+        hooks, state = self._services.hooks, self._step.state
+        result = await hooks.transform("before_store_tool_result", state, result, call)
+        redact = self._services.redactor.text
+        content = result.result if result.status == "success" else (result.error or "Tool failed")
+        message = Message(
+            thread_id=state.thread_id, side=self._step.side, role="tool", tool_call_id=call.id, name=call.name,
+            content=redact(content or ""), tool_status=result.status, depth=self._step.depth, flow_id=self._flow_id(),
+            attachments=[a for a in result.attachments or [] if isinstance(a, AttachmentRef)],
+            metadata={"stack": redact(result.stack)} if result.stack else {},
+        )
+        stored = await self._services.store_message(state, message, event="tool_result")
+        await hooks.call("after_tool_call_success" if result.status == "success" else "after_tool_call_failure", state, call, result)
+        return stored
+
+    def _flow_id(self) -> str | None:
+        execution = self._step.state.execution
+        return execution.flow_id if execution else None
+
+
+def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[dict[str, Any], ToolResult | None]:
+    text = (call.arguments or "").strip() or "{}"
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {}, ToolResult.fail(f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object.")
+    if not isinstance(args, dict):
+        return {}, ToolResult.fail(f"The arguments of {call.name!r} must be a JSON object, got {type(args).__name__}.")
+    if model is None:
+        return args, None
+    try:
+        validated = model.model_validate(args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
+        return {}, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
+    return validated.model_dump(mode="json"), None
+
+
+def _coerce_result(name: str, raw: Any) -> ToolResult:
+    if isinstance(raw, ToolResult):
+        return raw
+    if isinstance(raw, dict):
+        try:
+            return ToolResult.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            return ToolResult.fail(f"Tool {name!r} returned an invalid result: {problems}")
+    return ToolResult.fail(
+        f"Tool {name!r} returned {type(raw).__name__}; expected a ToolResult or a dict with 'status' and 'result' or 'error'"
+    )
+
+
+def _decode_attachment(item: ToolAttachment, max_bytes: int) -> tuple[str | None, bytes]:
+    if not item.name or "/" in item.name or "\\" in item.name or item.name in (".", "..") or "\x00" in item.name:
+        return "the name must be a plain file name without a path", b""
+    try:
+        data = base64.b64decode(item.data, validate=True)
+    except (binascii.Error, ValueError):
+        return "data is not valid base64", b""
+    if len(data) > max_bytes:
+        return f"{len(data)} bytes is over the limit of {max_bytes} bytes", b""
+    return None, data

@@ -1,0 +1,398 @@
+"""The two-sided loop: an execution is turns, a turn is steps, a step is one
+model request and the tool calls it asked for.
+
+Read top to bottom: `execute` takes the thread's lease and runs `_Execution.go`,
+which alternates sides' turns until something ends the execution; `turn` runs
+one side's steps until its turn ends; `step` streams one model response,
+stores it in one transaction and dispatches its tool calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
+
+from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
+from .dispatch import Aborted, Dispatcher, StepTools
+from .hooks import ToolCallStart
+from .messages import ExecutionSnapshot, Message, SideName, ThreadRecord, ToolCall, Usage, new_id
+from .state import ExecutionState, ThreadState
+from .streaming import CallStarted, StreamAssembler
+from .toolset import Toolset, build_toolset
+from .views import render_prompt, side_view
+
+_log = structlog.get_logger("orchestrator.executor")
+
+
+class ExecutionFailed(RuntimeError):
+    """The model could not be reached (after retries and fallbacks). The thread
+    is left consistent and can run again; `result` says how far it got."""
+
+    def __init__(self, message: str, result: ExecutionResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class ExecutionResult:
+    """How an execution ended, shaped like a PydanticAI / Agents SDK run result."""
+
+    thread_id: str
+    flow_id: str
+    stopped_by: SideName | None
+    reason: str
+    step_count: int
+    side_a_step_count: int
+    side_b_step_count: int
+    usage: Usage
+    output: str | None = None  # the last AI text of the execution
+    new_messages: list[Message] = field(default_factory=list)
+
+    @property
+    def final_output(self) -> str | None:  # OpenAI Agents SDK spelling
+        return self.output
+
+
+@dataclass
+class _Outcome:
+    called: set[str]
+
+
+def _other(side: SideName) -> SideName:
+    return "b" if side == "a" else "a"
+
+
+async def execute(services: Any, thread: ThreadRecord, *, person_message: str | None = None, on_start: Any = None) -> ExecutionResult:
+    """Run one execution of `thread` under its lease (one execution per thread)."""
+    agent = services.definitions.agents[thread.agent_id]
+    lease = await services.storage.acquire_lease(thread.id, services.owner, services.settings.lease_ttl)
+    heartbeat = asyncio.create_task(_heartbeat(services, lease))
+    try:
+        await services.bus.attach(thread.id)
+        thread = await services.storage.get_thread(thread.id)
+        history = (await services.storage.get_messages(thread.id, include_silent=True)).messages
+        snapshot = _snapshot_for(thread)
+        execution = ExecutionState(snapshot, history)
+        execution.lease_token = lease.token
+        state = ThreadState(services, thread, agent, execution=execution)
+        if on_start is not None:
+            on_start(state)
+        return await _Execution(services, thread, agent, state, execution).go(person_message)
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(Exception):
+            await services.storage.release_lease(lease)
+
+
+def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
+    previous = thread.execution
+    if thread.status == "running" and previous is not None:  # a crashed execution: resume it
+        return previous.model_copy(update={"stopped": False, "stopped_by": None, "reason": None})
+    snapshot = ExecutionSnapshot(flow_id=new_id("flow"))
+    if previous is not None:  # session turns carry over between executions
+        snapshot.turn_count = previous.turn_count
+    return snapshot
+
+
+async def _heartbeat(services: Any, lease: Any) -> None:
+    ttl = services.settings.lease_ttl
+    with contextlib.suppress(asyncio.CancelledError):
+        while True:
+            await asyncio.sleep(ttl / 3)
+            lease = await services.storage.renew_lease(lease, ttl)
+
+
+class _Execution:
+    def __init__(self, services: Any, thread: ThreadRecord, agent: AgentDefinition, state: ThreadState, execution: ExecutionState) -> None:
+        self.services = services
+        self.thread = thread
+        self.agent = agent
+        self.state = state
+        self.execution = execution
+        self.snap = execution.snapshot
+        self.first_seq = max((m.seq for m in execution.message_history), default=0)
+        self._toolsets: dict[str, tuple[Any, Toolset]] = {}
+
+    # -- execution: turns until something ends it ---------------------------
+    async def go(self, person_message: str | None) -> ExecutionResult:
+        resuming = self.thread.status == "running"
+        await self._save(status="running")
+        self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
+        try:
+            pending = await self._resume_pending() if resuming else None
+            if person_message is not None:
+                await self._person_turn(person_message)
+            await self._turns(pending)
+        except Aborted:
+            pass
+        except ProviderError as exc:
+            return await self._fail(exc)
+        return await self._finish()
+
+    async def _turns(self, pending: _Outcome | None) -> None:
+        max_turns = self.agent.max_session_turns or self.services.settings.default_max_session_turns
+        while not self.snap.stopped and not self.execution.abort_signal.aborted:
+            if self.snap.turn_count >= max_turns:
+                self._end(self.snap.current_side, "max_session_turns")
+                break
+            side = self.snap.current_side
+            if self.agent.type == "ai_human" and side == "b":
+                break  # the person's turn: the thread rests until their next message
+            reason = await self.turn(side, resumed=pending)
+            pending = None
+            self.snap.turn_count += 1
+            if reason in ("end_conversation", "stopped"):
+                self._end(side, reason)
+                break
+            self.snap.current_side = self.snap.forced_side or _other(side)
+            self.snap.forced_side = None
+            self.snap.turn_step_count = 0
+            await self._save()
+
+    async def _person_turn(self, text: str) -> None:
+        message = Message(thread_id=self.thread.id, side="b", role="user", content=text, flow_id=self.snap.flow_id)
+        await self.services.store_message(self.state, message)
+        self.snap.turn_count += 1
+        self.snap.current_side = self.snap.forced_side or "a"
+        self.snap.forced_side = None
+
+    # -- turn: one side's steps -------------------------------------------
+    async def turn(self, side: SideName, resumed: _Outcome | None = None) -> str:
+        side_def = self._side(side)
+        prompt = self.services.definitions.prompts[side_def.prompt]
+        self.snap.current_side = side
+        self.execution.prompt_path = [prompt.name or side_def.prompt]
+        max_steps = side_def.max_steps or self.services.settings.default_max_steps
+        if resumed is None:
+            self._publish("turn_started", {"side": side, "turn": self.snap.turn_count + 1})
+        outcome = resumed
+        while True:
+            if outcome is not None:
+                reason = self._turn_end(side_def, outcome, max_steps)
+                if reason is not None:
+                    self._publish("turn_ended", {"side": side, "reason": reason})
+                    return reason
+            outcome = await self.step(side, prompt)
+
+    def _turn_end(self, side_def: Side, outcome: _Outcome, max_steps: int) -> str | None:
+        if self.execution.abort_signal.aborted:
+            return "stopped"
+        if side_def.end_conversation_tool and side_def.end_conversation_tool in outcome.called:
+            return "end_conversation"
+        if side_def.stop_tool and side_def.stop_tool in outcome.called:
+            return "stop_tool"
+        if self.snap.forced_side is not None:
+            return "forced"
+        if not outcome.called and side_def.stop_on_response:
+            return "response"
+        if self.snap.turn_step_count >= max_steps:
+            return "max_steps"
+        return None
+
+    # -- step: one model response and its tool calls ------------------------
+    async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
+        info, toolset = self._toolset(prompt)
+        history = list(self.execution.message_history)  # one snapshot per request
+        system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
+        attachments = await self._image_data(history) if info.supports_images else {}
+        messages = side_view(side, history, system, image_input=info.supports_images, attachment_data=attachments)
+        messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
+        started = time.perf_counter()
+        self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
+        assistant, end = await self._stream(side, prompt, info, toolset, messages, depth=0)
+        self._count_step(side, end)
+        self.thread.execution = self.snap
+        await self.services.store_message(self.state, assistant, thread=self.thread)
+        self._log_step(side, info, end, started)
+        await self._dispatch(side, toolset, assistant.tool_calls or [], depth=0)
+        return _Outcome(called={c.name for c in assistant.tool_calls or []})
+
+    async def _stream(self, side: SideName, prompt: PromptDefinition, info: Any, toolset: Toolset, messages: list[dict[str, Any]], depth: int) -> tuple[Message, StreamEnd]:
+        """Stream one response; tool_call_started fires as progress arguments close."""
+        assembler = StreamAssembler(lambda name: _progress_argument(toolset, name))
+        fired: set[tuple[int, str, str | None]] = set()
+        end: list[StreamEnd] = []
+
+        async def consume() -> None:
+            stream = self.services.client.stream(
+                self.model_alias(prompt), messages, tools=toolset.tools or None, extra=toolset.extra or None,
+                on_event=lambda kind, data: self._publish(kind, data),
+            )
+            async for item in stream:
+                if isinstance(item, StreamRestart):
+                    assembler.reset()
+                    self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
+                elif isinstance(item, StreamEnd):
+                    end.append(item)
+                else:
+                    if isinstance(item, TextDelta):
+                        self._publish("text_delta", {"side": side, "depth": depth, "text": item.text})
+                    for call in assembler.feed(item):
+                        await self._fire_started(call, toolset, side, depth, fired)
+            for call in assembler.finish():
+                await self._fire_started(call, toolset, side, depth, fired)
+
+        await self._until_aborted(asyncio.create_task(consume()))
+        calls = [c.model_copy(update={"provider_executed": c.name in toolset.provider_tools or c.id.startswith("srvtoolu_")}) for c in assembler.tool_calls()]
+        message = Message(
+            thread_id=self.thread.id, side=side, role="assistant", content=assembler.text or None,
+            tool_calls=calls or None, provider_blocks=assembler.provider_blocks or None,
+            depth=depth, flow_id=self.snap.flow_id,
+            metadata={"model": end[0].model if end else info.model},
+        )
+        return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
+
+    async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: set[tuple[int, str, str | None]]) -> None:
+        key = (call.index, call.name, call.progress_value)
+        if key in fired:  # the same call again after a retried stream
+            return
+        fired.add(key)
+        start = ToolCallStart(
+            id=call.id, name=call.name, index=call.index, side=side, depth=depth,
+            progress_argument=_progress_argument(toolset, call.name), progress_value=call.progress_value,
+        )
+        self._publish("tool_call_started", start.model_dump())
+        await self.services.hooks.call("tool_call_started", self.state, start)
+
+    async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int) -> list[Message]:
+        if not calls:
+            return []
+        from .nested import run_nested
+
+        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int) -> Any:
+            return await run_nested(self, target, args, call, side, at_depth)
+
+        step = StepTools(self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
+        return await Dispatcher(self.services, step).run_calls(calls)
+
+    async def _until_aborted(self, task: asyncio.Task[Any]) -> Any:
+        signal = self.execution.abort_signal
+        waiter = asyncio.create_task(signal.wait())
+        try:
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task  # let the stream close its HTTP response
+        raise Aborted(signal.reason or "aborted")
+
+    # -- resuming after a crash ---------------------------------------------
+    async def _resume_pending(self) -> _Outcome | None:
+        """Run the tool calls of the last stored step that have no stored result."""
+        history = [m for m in self.execution.message_history if m.depth == 0]
+        answered = {m.tool_call_id for m in history if m.role == "tool"}
+        last = next((m for m in reversed(history) if m.role == "assistant" and m.side is not None and not m.metadata.get("queued_by")), None)
+        if last is None or last.side != self.snap.current_side:
+            return None
+        pending = [c for c in last.tool_calls or [] if c.id not in answered]
+        prompt = self.services.definitions.prompts[self._side(last.side).prompt]
+        _, toolset = self._toolset(prompt)
+        await self._dispatch(last.side, toolset, pending, depth=0)
+        return _Outcome(called={c.name for c in last.tool_calls or []})
+
+    # -- bookkeeping -------------------------------------------------------
+    def _side(self, side: SideName) -> Side:
+        side_def = self.agent.side_a if side == "a" else self.agent.side_b
+        if side_def is None:
+            raise RuntimeError(f"agent {self.agent.name!r} has no side {side!r} (it is an ai_human agent)")
+        return side_def
+
+    def model_alias(self, prompt: PromptDefinition) -> str | None:
+        return self.services.settings.model or prompt.model
+
+    def _toolset(self, prompt: PromptDefinition) -> tuple[Any, Toolset]:
+        key = prompt.name or ""
+        if key not in self._toolsets:
+            info = self.services.client.model_info(self.model_alias(prompt))
+            self._toolsets[key] = (info, build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type))
+        return self._toolsets[key]
+
+    async def _image_data(self, history: list[Message]) -> dict[str, str]:
+        import base64
+
+        out: dict[str, str] = {}
+        for message in history:
+            for ref in message.attachments:
+                if ref.mime_type.startswith("image/") and ref.id not in out:
+                    _, data = await self.services.storage.get_file(self.thread.id, ref.id)
+                    out[ref.id] = base64.b64encode(data).decode()
+        return out
+
+    def _count_step(self, side: SideName, end: StreamEnd) -> None:
+        self.snap.step_count += 1
+        self.snap.turn_step_count += 1
+        if side == "a":
+            self.snap.side_a_step_count += 1
+        else:
+            self.snap.side_b_step_count += 1
+        self.add_usage(end)
+
+    def add_usage(self, end: StreamEnd) -> None:
+        u = end.usage
+        self.thread.usage = self.thread.usage.add(Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts))
+
+    def _log_step(self, side: SideName, info: Any, end: StreamEnd, started: float) -> None:
+        _log.info(
+            "step", thread_id=self.thread.id, flow_id=self.snap.flow_id, side=side, step=self.snap.step_count,
+            model=end.model or info.model, input_tokens=end.usage.input_tokens, output_tokens=end.usage.output_tokens,
+            cost=end.usage.cost, duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    def _publish(self, kind: str, data: Any) -> None:
+        self.services.bus.publish(self.thread.id, kind, data, defer=kind != "text_delta")
+
+    def _end(self, side: SideName, reason: str) -> None:
+        if not self.snap.stopped:
+            self.snap.stopped = True
+            self.snap.stopped_by = side
+            self.snap.reason = reason
+
+    async def _save(self, status: str | None = None) -> None:
+        if status is not None:
+            self.thread.status = status  # type: ignore[assignment]
+        self.thread.execution = self.snap
+        self.thread.updated_at = time.time()
+        await self.services.save_thread(self.thread, lease_token=self.execution.lease_token)
+
+    async def _finish(self) -> ExecutionResult:
+        aborted = self.execution.abort_signal.aborted
+        if aborted and not self.snap.stopped:
+            self._end(self.snap.current_side, self.execution.abort_signal.reason or "stopped")
+        if self.snap.stopped:
+            status = "stopped" if aborted or self.snap.reason == "stopped" else "completed"
+        else:
+            status = "idle"
+        self._publish("execution_stopped", {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by})
+        await self._save(status=status)
+        return await self._result()
+
+    async def _fail(self, exc: ProviderError) -> ExecutionResult:
+        self._end(self.snap.current_side, "error")
+        self._publish("execution_failed", {"flow_id": self.snap.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status})
+        await self._save(status="failed")
+        raise ExecutionFailed(str(exc), await self._result()) from exc
+
+    async def _result(self) -> ExecutionResult:
+        new = [m for m in self.execution.message_history if m.seq > self.first_seq]
+        output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        return ExecutionResult(
+            thread_id=self.thread.id, flow_id=self.snap.flow_id, stopped_by=self.snap.stopped_by,
+            reason=self.snap.reason or "rest", step_count=self.snap.step_count,
+            side_a_step_count=self.snap.side_a_step_count, side_b_step_count=self.snap.side_b_step_count,
+            usage=self.thread.usage, output=output, new_messages=new,
+        )
+
+
+def _progress_argument(toolset: Toolset, name: str) -> str | None:
+    target = toolset.callables.get(name)
+    return target.progress_argument if isinstance(target, ToolDefinition) else None

@@ -1,0 +1,48 @@
+"""Structured logs (structlog), with secrets redacted before anything is written.
+
+Every runtime registers its `Redactor`; the redaction processor runs last
+before rendering, so no processor or caller can leak a secret into output.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from typing import Any
+
+import structlog
+
+from .env import Redactor
+
+_REDACTORS: weakref.WeakSet[Redactor] = weakref.WeakSet()
+
+
+def register_redactor(redactor: Redactor) -> None:
+    _REDACTORS.add(redactor)
+
+
+def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    for redactor in list(_REDACTORS):
+        if redactor.active:
+            event_dict = redactor.data(event_dict)
+    return event_dict
+
+
+def configure_logging(level: str | int = "WARNING", *, json: bool = False, stream: Any = None) -> None:
+    """Configure structlog once for a process (the CLI calls this)."""
+    if isinstance(level, str):
+        level = logging.getLevelName(level.upper())
+    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            _redact,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )

@@ -1,0 +1,79 @@
+"""Prompts and agents called as tools.
+
+A prompt as a tool runs a nested model loop one level deeper (`prompt_path`
+grows; its messages are stored with `depth + 1`) and returns its final text.
+An agent as a tool runs a child thread whose creation arguments are the call's
+arguments, and returns the child's final answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .definitions import AgentDefinition, PromptDefinition
+from .messages import Message, SideName, ThreadRecord, ToolCall
+from .results import ToolResult
+from .views import render_prompt, side_view
+
+if TYPE_CHECKING:
+    from .executor import _Execution
+
+
+def _opening_text(args: dict[str, Any]) -> str:
+    message = args.get("message")
+    return message if isinstance(message, str) and len(args) == 1 else json.dumps(args)
+
+
+async def run_nested(run: _Execution, target: PromptDefinition | AgentDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int) -> ToolResult:
+    limit = run.services.settings.max_invoke_depth
+    if depth + 1 > limit:
+        return ToolResult.fail(f"nesting limit ({limit}) reached: {call.name!r} was not run")
+    if isinstance(target, AgentDefinition):
+        return await _run_agent(run, target, args, call, depth)
+    return await _run_prompt(run, target, args, call, side, depth)
+
+
+async def _run_prompt(run: _Execution, prompt: PromptDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int) -> ToolResult:
+    inner = depth + 1
+    path = run.execution.prompt_path
+    path.append(prompt.name or call.name)
+    try:
+        info, toolset = run._toolset(prompt)
+        system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
+        opening = Message(
+            thread_id=run.thread.id, side=side, role="user", content=_opening_text(args), depth=inner,
+            flow_id=run.snap.flow_id, metadata={"parent_call": call.id, "prompt": prompt.name},
+        )
+        local: list[Message] = [await run.services.store_message(run.state, opening)]
+        for _ in range(prompt.max_steps):
+            messages = side_view(side, local, system, depth=inner)
+            assistant, end = await run._stream(side, prompt, info, toolset, messages, depth=inner)
+            run.snap.step_count += 1
+            run.add_usage(end)
+            assistant.metadata["parent_call"] = call.id
+            local.append(await run.services.store_message(run.state, assistant, thread=run.thread))
+            if not assistant.tool_calls:
+                return ToolResult.ok(assistant.content or "")
+            local.extend(await run._dispatch(side, toolset, assistant.tool_calls, depth=inner))
+        return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
+    finally:
+        path.pop()
+
+
+async def _run_agent(run: _Execution, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int) -> ToolResult:
+    from .executor import ExecutionFailed, execute
+
+    services = run.services
+    child = await services.storage.create_thread(
+        ThreadRecord(agent_id=agent.name or call.name, user_id=run.thread.user_id, arguments=args, parent_id=run.thread.id, depth=run.thread.depth + 1)
+    )
+    run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
+    try:
+        if agent.type == "ai_human":
+            result = await execute(services, child, person_message=_opening_text(args))
+        else:
+            result = await execute(services, child)
+    except ExecutionFailed as exc:
+        return ToolResult.fail(f"agent {child.agent_id!r} failed: {exc}")
+    return ToolResult.ok(result.output or "")

@@ -1,0 +1,316 @@
+"""`Runtime` and `Thread`: the entry points a user calls from Python.
+
+    runtime = Runtime.from_path("agents", config="configs/default.yaml")
+    thread = await runtime.create_thread("support_demo")
+    result = await thread.run()          # dual_ai: until the execution stops
+    result = await thread.send("Hi")     # ai_human: the person's turn, then side a's
+
+`Services` bundles what every layer below shares (storage, event bus, hooks,
+model client, settings, redactor), so each of them takes one argument.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .definitions import AgentDefinition, DefinitionError, MessageArgs, ToolDefinition
+from .env import Redactor
+from .events import EventBus
+from .executor import ExecutionFailed, ExecutionResult, execute
+from .hooks import Hooks
+from .logs import register_redactor
+from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
+from .settings import RuntimeSettings
+from .state import ExecutionState, ThreadState
+from .storage import Storage, StepWrite, open_storage
+
+__all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
+
+
+@dataclass
+class Services:
+    definitions: Any  # loader.Definitions
+    storage: Storage
+    bus: EventBus
+    hooks: Hooks
+    client: Any  # providers.client.ModelClient
+    settings: RuntimeSettings
+    redactor: Redactor
+    runtime_env: dict[str, EnvValue]
+    owner: str  # this process's lease owner id
+
+    async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
+        """Create-message lifecycle: hook, one transaction, live history, event, hook."""
+        message = await self.hooks.transform("before_create_message", state, message)
+        execution = state.execution
+        write = StepWrite(
+            thread_id=message.thread_id, new_messages=[message], events=self.bus.take_pending(message.thread_id),
+            thread=thread, lease_token=execution.lease_token if execution else None,
+        )
+        [stored] = await self.storage.commit(write)
+        if execution is not None:
+            execution.message_history.append(stored)
+        self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
+        await self.hooks.call("after_create_message", state, stored)
+        return stored
+
+    async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
+        await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=self.bus.take_pending(thread.id), lease_token=lease_token))
+
+
+class Runtime:
+    def __init__(self, definitions: Any, *, config: Any, storage: Storage, settings: RuntimeSettings | None = None, client: Any = None) -> None:
+        self.definitions = definitions
+        self.config = config
+        self.settings = settings or RuntimeSettings()
+        self.storage = storage
+        self._client = client
+        self._services: Services | None = None
+        self._open_lock = asyncio.Lock()
+        self._running: dict[str, ExecutionState] = {}
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | Path = "agents",
+        *,
+        config: str | Path | Sequence[str | Path] | Any = "configs/default.yaml",
+        storage: str | Storage | None = None,
+        settings: RuntimeSettings | None = None,
+    ) -> Runtime:
+        """Load definitions and config now (errors surface here); storage opens on first use."""
+        from providers.config import ProvidersConfig, load_config
+
+        from .loader import load_definitions
+
+        definitions = load_definitions(path)
+        if isinstance(config, ProvidersConfig):
+            providers_config = config
+        else:
+            paths = [config] if isinstance(config, (str, Path)) else list(config)
+            providers_config = load_config(*paths)
+        settings = settings or _settings_from(providers_config)
+        store = open_storage(storage or settings.storage) if not isinstance(storage, Storage) else storage
+        return cls(definitions, config=providers_config, storage=store, settings=settings)
+
+    # -- lifecycle ---------------------------------------------------------
+    async def open(self) -> Runtime:
+        async with self._open_lock:
+            if self._services is None:
+                self._check_models()
+                await self.storage.open()
+                redactor = Redactor(_config_secrets(self.config))
+                register_redactor(redactor)
+                client = self._client
+                if client is None:
+                    from providers.client import ModelClient
+
+                    client = ModelClient(self.config)
+                self._services = Services(
+                    definitions=self.definitions, storage=self.storage, bus=EventBus(self.storage, redactor),
+                    hooks=Hooks(self.definitions.hooks), client=client, settings=self.settings, redactor=redactor,
+                    runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
+                    owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                )
+        return self
+
+    async def close(self) -> None:
+        if self._services is not None:
+            for execution in list(self._running.values()):
+                execution.stop("runtime closed")
+            await self._services.bus.close()
+            await self.storage.close()
+            self._services = None
+
+    async def __aenter__(self) -> Runtime:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def services(self) -> Services:
+        if self._services is None:
+            raise RuntimeError("Runtime is not open: use `async with runtime:` or `await runtime.open()`")
+        return self._services
+
+    def _check_models(self) -> None:
+        """Every prompt's model alias exists, and provider tools match their model's provider."""
+        from .toolset import check_provider_tool
+
+        for name, prompt in self.definitions.prompts.items():
+            info = self.config.model_info(self.settings.model or prompt.model)
+            for tool_name in prompt.tools:
+                target = self.definitions.resolve_callable(tool_name)
+                if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
+                    try:
+                        check_provider_tool(tool_name, target, info.provider_type)
+                    except DefinitionError as exc:
+                        raise DefinitionError(f"prompt {name!r}: {exc}") from None
+
+    # -- threads -----------------------------------------------------------
+    async def create_thread(self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> Thread:
+        await self.open()
+        definition = self._agent(agent)
+        args = _check_arguments(definition, arguments or {})
+        record = await self.storage.create_thread(ThreadRecord(agent_id=agent, user_id=user_id, arguments=args))
+        await self.services.bus.attach(record.id)
+        self.services.bus.publish(record.id, "thread_created", {"agent": agent, "user_id": user_id})
+        return Thread(self, record)
+
+    async def get_thread(self, thread_id: str) -> Thread:
+        await self.open()
+        return Thread(self, await self.storage.get_thread(thread_id))
+
+    async def list_threads(self, *, user_id: str | None = None, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
+        await self.open()
+        return await self.storage.list_threads(user_id=user_id, limit=limit, offset=offset)
+
+    async def run(self, agent: str, input: str | None = None, *, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> ExecutionResult:
+        """One call: create a thread and run it (dual_ai) or send `input` (ai_human)."""
+        thread = await self.create_thread(agent, arguments, user_id)
+        return await (thread.send(input) if input is not None else thread.run())
+
+    async def set_user_env(self, user_id: str, name: str, value: str, type: EnvType = "secret") -> None:
+        await self.open()
+        if type == "secret":
+            self.services.redactor.add(value)
+        await self.storage.set_env("user", user_id, name, value, type)
+
+    def _agent(self, name: str) -> AgentDefinition:
+        agents = self.definitions.agents
+        if name not in agents:
+            raise KeyError(f"unknown agent {name!r}; known agents: {', '.join(sorted(agents)) or 'none'}")
+        return agents[name]
+
+
+class Thread:
+    """A handle on one thread. Cheap to create; the state lives in storage."""
+
+    def __init__(self, runtime: Runtime, record: ThreadRecord) -> None:
+        self._runtime = runtime
+        self.record = record
+        self._forced: SideName | None = None
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def agent(self) -> AgentDefinition:
+        return self._runtime._agent(self.record.agent_id)
+
+    @property
+    def execution(self) -> ExecutionState | None:
+        return self._runtime._running.get(self.id)
+
+    @property
+    def state(self) -> ThreadState:
+        services = self._runtime.services
+        return ThreadState(services, self.record, self.agent, execution=self.execution)
+
+    async def run(self) -> ExecutionResult:
+        """Run a dual_ai thread until its execution stops."""
+        if self.agent.type != "dual_ai":
+            raise TypeError(f"thread {self.id} runs ai_human agent {self.record.agent_id!r}: use send(text) for the person's turn")
+        return await self._execute(None)
+
+    async def send(self, text: str) -> ExecutionResult:
+        """The person's message (side b), then side a's turn."""
+        if self.agent.type != "ai_human":
+            raise TypeError(f"thread {self.id} runs dual_ai agent {self.record.agent_id!r}: use run()")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("send: text must be a non-empty string")
+        return await self._execute(text)
+
+    async def _execute(self, person_message: str | None) -> ExecutionResult:
+        await self._runtime.open()
+
+        def started(state: ThreadState) -> None:
+            assert state.execution is not None
+            self._runtime._running[self.id] = state.execution
+            if self._forced is not None:
+                state.execution.force_turn(self._forced)
+                self._forced = None
+
+        try:
+            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
+        finally:
+            self._runtime._running.pop(self.id, None)
+            self.record = await self._runtime.storage.get_thread(self.id)
+
+    def force_turn(self, side: SideName) -> None:
+        """Give the next turn to `side` (after the current step, or at the next execution)."""
+        execution = self.execution
+        if execution is not None:
+            execution.force_turn(side)
+        elif side in ("a", "b"):
+            self._forced = side
+        else:
+            raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop the running execution: cancels its model stream and tools."""
+        execution = self.execution
+        if execution is not None:
+            execution.stop(reason)
+
+    async def events(self, after: int = 0) -> AsyncIterator[Event]:
+        await self._runtime.open()
+        async for event in self._runtime.services.bus.subscribe(self.id, after):
+            yield event
+
+    async def get_messages(self, limit: int | None = None, offset: int = 0, order: Literal["asc", "desc"] = "asc", include_silent: bool = False, max_depth: int | None = None) -> MessagesResult:
+        await self._runtime.open()
+        return await self._runtime.storage.get_messages(self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth)
+
+    async def refresh(self) -> ThreadRecord:
+        self.record = await self._runtime.storage.get_thread(self.id)
+        return self.record
+
+
+def _check_arguments(agent: AgentDefinition, arguments: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(arguments, dict):
+        raise TypeError(f"arguments must be a dict, got {type(arguments).__name__}")
+    if agent.args is not None and agent.args is not MessageArgs:  # MessageArgs: only for calls as a tool
+        try:
+            arguments = agent.args.model_validate(arguments).model_dump(mode="json")
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"arguments for agent {agent.name!r}: {problems}") from None
+    try:
+        json.dumps(arguments)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"arguments must be JSON-serialisable: {exc}") from None
+    return arguments
+
+
+def _settings_from(config: Any) -> RuntimeSettings:
+    raw = getattr(config, "runtime", None)
+    if isinstance(raw, RuntimeSettings):
+        return raw
+    return RuntimeSettings.model_validate(raw or {})
+
+
+def _config_secrets(config: Any) -> list[str]:
+    """API keys the config resolves from the environment (for redaction)."""
+    secrets: list[str] = []
+    for provider in getattr(config, "providers", {}).values():
+        ref = getattr(provider, "api_key", None)
+        if isinstance(ref, str) and ref.startswith("${") and ref.endswith("}"):
+            value = os.environ.get(ref[2:-1])
+            if value:
+                secrets.append(value)
+    return secrets
+
+

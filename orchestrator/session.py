@@ -1,0 +1,164 @@
+"""Running an agent from the command line, live, recorded or replayed.
+
+A recorded session is a cassette (see `providers.cassette`) whose metadata
+holds what is needed to run it again (agent, arguments, the person's
+messages) and what it produced (the transcript), so `orchestrator replay`
+can re-run it and say whether messages and tool calls match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .executor import ExecutionResult
+from .messages import Message
+from .runtime import Runtime, Thread
+
+DEFAULT_CASSETTES = Path("cassettes")
+
+
+@dataclass
+class SessionOptions:
+    agent: str
+    path: str = "agents"
+    config: Sequence[str] = ("configs/default.yaml",)
+    model: str | None = None
+    record: str | None = None
+    replay: str | None = None
+    messages: Sequence[str] = ()
+    arguments: dict[str, Any] | None = None
+    storage: str | None = None
+    show: bool = True
+    interactive: bool = False
+
+
+def transcript(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The comparable form of a conversation: who said what, which tools were called."""
+    out = []
+    for m in messages:
+        entry: dict[str, Any] = {"side": m.side, "role": m.role, "depth": m.depth, "content": m.content}
+        if m.tool_calls:
+            entry["tool_calls"] = [{"name": c.name, "arguments": _loads(c.arguments)} for c in m.tool_calls]
+        if m.role == "tool":
+            entry["tool"] = m.name
+            entry["status"] = m.tool_status
+        out.append(entry)
+    return out
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text or "{}")
+    except ValueError:
+        return text
+
+
+def default_cassette(agent: str) -> Path:
+    return DEFAULT_CASSETTES / f"{agent}.json"
+
+
+def build_runtime(options: SessionOptions) -> Runtime:
+    from .settings import RuntimeSettings
+
+    runtime = Runtime.from_path(options.path, config=list(options.config), storage=options.storage)
+    if options.model:
+        runtime.config.model_info(options.model)  # fail fast on an unknown alias
+        runtime.settings = RuntimeSettings.model_validate({**runtime.settings.model_dump(), "model": options.model})
+    return runtime
+
+
+async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, list[Message]]:
+    """Run one conversation; returns the last result and the thread's messages."""
+    runtime = build_runtime(options)
+    with _http_context(options, runtime) as recorder:
+        async with runtime:
+            thread = await runtime.create_thread(options.agent, options.arguments)
+            result = await _drive(thread, options)
+            messages = (await thread.get_messages(include_silent=True)).messages
+            if recorder is not None:
+                recorder.cassette.metadata.update(
+                    agent=options.agent, arguments=options.arguments or {}, messages=list(options.messages),
+                    transcript=transcript(messages),
+                )
+    return result, messages
+
+
+async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | None:
+    from .console import ConsoleView
+
+    view = ConsoleView(_side_names(thread)) if options.show else None
+    watcher = asyncio.create_task(_watch(thread, view)) if view else None
+    result: ExecutionResult | None = None
+    try:
+        if thread.agent.type == "dual_ai":
+            result = await thread.run()
+        else:
+            for text in options.messages:
+                result = await thread.send(text)
+            while options.interactive:
+                text = await asyncio.to_thread(_prompt)
+                if text is None:
+                    break
+                result = await thread.send(text)
+    finally:
+        if watcher is not None:
+            await asyncio.sleep(0)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+    if view is not None and result is not None:
+        view.summary(result)
+    return result
+
+
+def _prompt() -> str | None:
+    try:
+        text = input("\nyou> ").strip()
+    except EOFError:
+        return None
+    return text or None
+
+
+async def _watch(thread: Thread, view: Any) -> None:
+    async for event in thread.events():
+        view.show(event)
+
+
+def _side_names(thread: Thread) -> dict[str, str]:
+    agent = thread.agent
+    names = {"a": agent.side_a.prompt}
+    names["b"] = agent.side_b.prompt if agent.side_b else "person"
+    return names
+
+
+@contextlib.contextmanager
+def _http_context(options: SessionOptions, runtime: Runtime) -> Any:
+    from providers.cassette import record, replay
+
+    if options.replay:
+        with replay(options.replay):
+            yield None
+    elif options.record:
+        from .runtime import _config_secrets
+
+        with record(options.record, secrets=_config_secrets(runtime.config)) as recorder:
+            yield recorder
+    else:
+        yield None
+
+
+def compare(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> list[str]:
+    """Differences between two transcripts, one line each (empty when they match)."""
+    problems = []
+    for i, (e, g) in enumerate(zip(expected, got)):
+        if e != g:
+            problems.append(f"message {i + 1}: expected {json.dumps(e)[:200]}, got {json.dumps(g)[:200]}")
+    if len(expected) != len(got):
+        problems.append(f"expected {len(expected)} messages, got {len(got)}")
+    return problems

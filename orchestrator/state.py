@@ -1,0 +1,268 @@
+"""`ThreadState`, `ExecutionState` and `AbortSignal`: what tools and hooks see.
+
+`ThreadState` is a thin, typed face over the runtime's services for one thread.
+A tool receives its own copy bound to its call (`_bind_call`), which is how
+`queue_tool` and `invoke_tool` know the calling tool's `uses`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from .definitions import AgentDefinition, ToolDefinition
+from .env import EnvScope
+from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName
+from .results import ToolResult
+
+if TYPE_CHECKING:
+    from .runtime import Services
+    from .sandbox import CodeExecution
+
+
+class ToolUseError(ValueError):
+    """queue_tool / invoke_tool named a tool the caller may not use."""
+
+
+class AbortSignal:
+    """Fired by `stop()` or an abort; awaited by in-flight requests and tools."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    def abort(self, reason: str = "aborted") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class ExecutionState:
+    """The live execution. Counters live in a durable snapshot, saved with each step."""
+
+    def __init__(self, snapshot: ExecutionSnapshot, history: list[Message]) -> None:
+        self.snapshot = snapshot
+        self.message_history: list[Message] = history
+        self.abort_signal = AbortSignal()
+        self.prompt_path: list[str] = []
+        self.lease_token: int | None = None
+
+    flow_id = property(lambda self: self.snapshot.flow_id)
+    current_side = property(lambda self: self.snapshot.current_side)
+    step_count = property(lambda self: self.snapshot.step_count)
+    side_a_step_count = property(lambda self: self.snapshot.side_a_step_count)
+    side_b_step_count = property(lambda self: self.snapshot.side_b_step_count)
+    stopped = property(lambda self: self.snapshot.stopped)
+    stopped_by = property(lambda self: self.snapshot.stopped_by)
+
+    def force_turn(self, side: SideName) -> None:
+        """Give the next turn to `side`, effective after the current step."""
+        if side not in ("a", "b"):
+            raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
+        self.snapshot.forced_side = side
+
+    def stop(self, reason: str = "stopped") -> None:
+        """End the execution now: cancels the in-flight request and running tools."""
+        if not self.snapshot.stopped:
+            self.snapshot.stopped = True
+            self.snapshot.stopped_by = self.snapshot.current_side
+            self.snapshot.reason = reason
+        self.abort_signal.abort(reason)
+
+
+@dataclass
+class ToolCallContext:
+    """The tool call a ThreadState is bound to."""
+
+    tool: ToolDefinition
+    call_id: str
+    invoke: Callable[[str, dict[str, Any], ToolCallContext], Awaitable[ToolResult]]
+    queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    chain: tuple[str, ...] = ()
+    prompt_name: str | None = None
+
+
+class ThreadState:
+    def __init__(
+        self,
+        services: Services,
+        thread: Any,  # ThreadRecord
+        agent: AgentDefinition,
+        *,
+        execution: ExecutionState | None = None,
+        depth: int = 0,
+    ) -> None:
+        self._services = services
+        self._thread = thread
+        self._agent = agent
+        self.execution = execution
+        self.context: dict[str, Any] = {}
+        self._depth = depth
+        self._call: ToolCallContext | None = None
+
+    # -- identity ----------------------------------------------------------
+    @property
+    def thread_id(self) -> str:
+        return self._thread.id
+
+    @property
+    def agent_id(self) -> str:
+        return self._thread.agent_id
+
+    @property
+    def user_id(self) -> str | None:
+        return self._thread.user_id
+
+    @property
+    def created_at(self) -> float:
+        return self._thread.created_at
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._thread.arguments)
+
+    def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
+        bound = ThreadState(self._services, self._thread, self._agent, execution=self.execution, depth=self._depth if depth is None else depth)
+        bound.context = self.context
+        bound._call = call
+        return bound
+
+    # -- messages ----------------------------------------------------------
+    async def get_messages(
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "asc",
+        include_silent: bool = False,
+        max_depth: int | None = None,
+    ) -> MessagesResult:
+        return await self._services.storage.get_messages(
+            self.thread_id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+        )
+
+    async def inject_message(
+        self,
+        role: Literal["user", "assistant", "system"],
+        content: str,
+        silent: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        """Persist a message shown to both sides; it enters the next model request."""
+        if role not in ("user", "assistant", "system"):
+            raise ValueError(f"inject_message: role must be 'user', 'assistant' or 'system', got {role!r}")
+        if not isinstance(content, str):
+            raise TypeError(f"inject_message: content must be a string, got {type(content).__name__}")
+        message = Message(
+            thread_id=self.thread_id, role=role, content=content, silent=silent,
+            metadata=dict(metadata or {}), depth=self._depth,
+            flow_id=self.execution.flow_id if self.execution else None,
+        )
+        return await self._services.store_message(self, message)
+
+    # -- definitions -------------------------------------------------------
+    async def load_agent(self, name: str) -> AgentDefinition:
+        agents = self._services.definitions.agents
+        if name not in agents:
+            raise KeyError(f"load_agent: unknown agent {name!r}; known agents: {', '.join(sorted(agents)) or 'none'}")
+        return agents[name]
+
+    # -- tools and events --------------------------------------------------
+    def queue_tool(self, name: str, args: dict[str, Any]) -> None:
+        """Run `name` after the current tool finishes (it must be in the tool's `uses`)."""
+        call = self._require_call("queue_tool", name)
+        call.queue.append((name, dict(args)))
+
+    async def invoke_tool(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """Run `name` now and return its result (it must be in the tool's `uses`)."""
+        call = self._require_call("invoke_tool", name)
+        return await call.invoke(name, dict(args), call)
+
+    def _require_call(self, what: str, name: str) -> ToolCallContext:
+        call = self._call
+        if call is None:
+            raise ToolUseError(f"{what}({name!r}) can only be called from inside a tool")
+        if name not in call.tool.uses:
+            raise ToolUseError(
+                f"{what}: tool {call.tool.name!r} may not call {name!r}; "
+                f"add it to the tool's uses (now: {', '.join(call.tool.uses) or 'empty'})"
+            )
+        return call
+
+    def emit(self, event: str, data: Any = None) -> None:
+        """Send a custom event to subscribers (and the thread's event log)."""
+        if not isinstance(event, str) or not event:
+            raise ValueError(f"emit: event must be a non-empty string, got {event!r}")
+        self._services.bus.publish(self.thread_id, event, data)
+
+    # -- durable key-value store -------------------------------------------
+    async def get_value(self, key: str) -> Any | None:
+        return await self._services.storage.get_value(self.thread_id, key)
+
+    async def set_value(self, key: str, value: Any) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"set_value: key must be a non-empty string, got {key!r}")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"set_value: value for key {key!r} is not JSON-serialisable ({type(value).__name__}): {exc}"
+            ) from None
+        await self._services.storage.set_value(self.thread_id, key, value)
+
+    # -- env ---------------------------------------------------------------
+    def _env_scope(self) -> EnvScope:
+        defs = self._services.definitions
+        prompt_name = self._current_prompt_name()
+        prompt = defs.prompts.get(prompt_name) if prompt_name else None
+        return EnvScope(
+            storage=self._services.storage,
+            thread_id=self.thread_id,
+            user_id=self.user_id,
+            agent_name=self.agent_id,
+            agent_env=self._agent.env,
+            prompt_name=prompt_name,
+            prompt_env=prompt.env if prompt else {},
+            runtime_env=self._services.runtime_env,
+        )
+
+    def _current_prompt_name(self) -> str | None:
+        if self._call and self._call.prompt_name:
+            return self._call.prompt_name
+        if self.execution and self.execution.prompt_path:
+            return self.execution.prompt_path[-1]
+        return None
+
+    async def env(self, name: str) -> str:
+        value = await self._env_scope().lookup(name)
+        if value.type == "secret":
+            self._services.redactor.add(value.value)
+        return value.value
+
+    async def env_type(self, name: str) -> EnvType:
+        return (await self._env_scope().lookup(name)).type
+
+    async def set_env(self, name: str, value: str, type: EnvType | None = None) -> None:
+        stored = await self._env_scope().set(name, value, type)
+        if stored.type == "secret":
+            self._services.redactor.add(value)
+
+    # -- sandbox -----------------------------------------------------------
+    def run_code(self, source: str, **options: Any) -> CodeExecution:
+        """Run code in a sandbox; the thread's abort signal aborts it too."""
+        from .sandbox import run_code
+
+        if self.execution is not None and "abort_signal" not in options:
+            options["abort_signal"] = self.execution.abort_signal
+        return run_code(source, **options)
+

@@ -1,0 +1,57 @@
+"""Shared fixtures: a runtime on a scripted model, served through respx.
+
+Everything below goes through LiteLLM's real request building and SSE parsing:
+the scripted model answers at the HTTP layer with provider bytes.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from collections.abc import AsyncIterator, Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import respx  # noqa: E402
+
+from orchestrator.loader import Definitions  # noqa: E402,F401
+from orchestrator.runtime import Runtime  # noqa: E402
+from orchestrator.settings import RuntimeSettings  # noqa: E402
+from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
+from providers.config import config_from_dict  # noqa: E402
+from providers.scripted import ScriptedModel  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPTED_CONFIG: dict[str, Any] = {
+    "providers": {"scripted": {"type": "scripted"}},
+    "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}},
+    "default_model": "demo",
+}
+
+
+@pytest.fixture
+async def make_runtime(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    """`rt, model = await make_runtime(defs, script)`: a runtime whose default model is scripted."""
+    router = respx.mock(assert_all_called=False)
+    router.start()
+    runtimes: list[Runtime] = []
+
+    async def factory(defs: Definitions, script: Any, *, config: dict | None = None, settings: RuntimeSettings | None = None, wire: str = "openai", db: str | None = None) -> tuple[Runtime, ScriptedModel]:
+        model = ScriptedModel(script, wire=wire)  # type: ignore[arg-type]
+        model.mount(router)
+        storage = SQLiteStorage(db or str(tmp_path / f"rt{len(runtimes)}.db"))
+        runtime = Runtime(defs, config=config_from_dict(config or SCRIPTED_CONFIG), storage=storage, settings=settings or RuntimeSettings())
+        await runtime.open()
+        runtimes.append(runtime)
+        return runtime, model
+
+    try:
+        yield factory
+    finally:
+        for runtime in runtimes:
+            await runtime.close()
+        router.stop()
