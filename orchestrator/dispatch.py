@@ -25,6 +25,7 @@ from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
 from .env import EnvNotFoundError
 from .messages import Message, SideName, ToolCall, new_id
 from .results import AttachmentRef, ToolAttachment, ToolResult
+from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError
 
 NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int], Awaitable[ToolResult]]
@@ -114,10 +115,10 @@ class Dispatcher:
         if error is not None:
             return error, []
         if isinstance(target, (PromptDefinition, AgentDefinition)):
-            return await self._step.run_nested(target, args, call, self._step.depth), []
+            return await self._step.run_nested(target, _as_dict(args), call, self._step.depth), []
         return await self._execute(target, call, args, chain)
 
-    async def _execute(self, tool: ToolDefinition, call: ToolCall, args: dict[str, Any], chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+    async def _execute(self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         missing = await self._missing_variable(tool)
         if missing is not None:
             return missing, []
@@ -129,7 +130,7 @@ class Dispatcher:
                 if tool.args is None:
                     raw = await tool.execute(state)
                 else:
-                    raw = await tool.execute(state, tool.args.model_validate(args))
+                    raw = await tool.execute(state, args)
         except TimeoutError:
             return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
         except ToolUseError as exc:
@@ -151,7 +152,7 @@ class Dispatcher:
         if error is not None:
             return error
         if not isinstance(target, ToolDefinition):
-            return await self._step.run_nested(target, parsed, call, self._step.depth)
+            return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth)
         result, queue = await self._execute(target, call, parsed, parent.chain)
         parent.queue.extend(queue)
         return result
@@ -214,22 +215,29 @@ class Dispatcher:
         return execution.flow_id if execution else None
 
 
-def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[dict[str, Any], ToolResult | None]:
+def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[BaseModel | dict[str, Any] | None, ToolResult | None]:
+    """The call's arguments, validated: a model instance, a plain dict without
+    a model, or an error result the model can read and correct."""
     text = (call.arguments or "").strip() or "{}"
     try:
         args = json.loads(text)
     except json.JSONDecodeError as exc:
-        return {}, ToolResult.fail(f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object.")
+        return None, ToolResult.fail(f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object.")
     if not isinstance(args, dict):
-        return {}, ToolResult.fail(f"The arguments of {call.name!r} must be a JSON object, got {type(args).__name__}.")
+        return None, ToolResult.fail(f"The arguments of {call.name!r} must be a JSON object, got {type(args).__name__}.")
     if model is None:
         return args, None
     try:
-        validated = model.model_validate(args)
+        return model.model_validate(drop_null_defaults(model, args)), None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
-        return {}, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
-    return validated.model_dump(mode="json"), None
+        return None, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
+
+
+def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:
+    if isinstance(args, BaseModel):
+        return args.model_dump(mode="json")
+    return args or {}
 
 
 def _coerce_result(name: str, raw: Any) -> ToolResult:

@@ -1,29 +1,535 @@
-"""Pydantic model -> JSON schema for tools, with provider dialects.
+"""Pydantic argument models -> JSON schemas for tools, in each provider's dialect.
 
-PLACEHOLDER: being written by the foundation work (issue 2).
+Two jobs live here, both about the shape of a tool's arguments:
+
+1. `check_args_model` refuses, when a tool is *defined*, any argument type a
+   model provider cannot take, so the mistake surfaces at import (and in
+   `orchestrator check`) instead of as a 400 in the middle of a conversation.
+   Supported: `str`, `int`, `float`, `bool`, `Literal[...]`, `Enum` (string or
+   integer values), `list[T]`, nested `BaseModel`s, `dict[str, T]` (a record),
+   unions, `Optional`/nullable and defaults; descriptions are kept. Nesting is
+   counted in containers: the args object is level 1 and every nested object,
+   list or record adds one; 7 levels are accepted, 8 refused.
+
+   Refused, with the field's dotted path (`filters.since`, list items as `[]`):
+   `bytes`, `datetime`/`date`/`time`/`timedelta` (models only produce text, so
+   a date is a string: declare `str` with
+   `Field(json_schema_extra={"format": "date-time"})` and parse it in
+   `execute`), `set`/`frozenset`/`tuple` (use `list[T]`), `Any` and bare
+   containers, arbitrary classes, and recursive models.
+
+2. `tool_parameters` / `tool_spec` derive the JSON schema sent to a model.
+   There is one generator (pydantic's own JSON schema, with `$ref`s inlined and
+   titles dropped) and a dialect pass for each provider where they differ:
+
+   - ``openai``: strict mode. Every object lists all its properties in
+     `required` and has `additionalProperties: false`; a field that may be
+     omitted becomes nullable, and its default moves into the description
+     (strict mode rejects `default`). Call `drop_null_defaults` on the
+     arguments a model sends before validating them. A record cannot be
+     expressed in strict mode, so a tool with one is sent with `strict: false`.
+   - ``anthropic``: the standard JSON schema Claude takes as `input_schema`
+     (optional fields stay optional, defaults stay).
+   - ``gemini``: the OpenAPI 3.0 subset of function declarations: no `$ref`,
+     no `additionalProperties`, no `const`, `nullable: true` instead of a null
+     branch; enums are strings, so an integer enum becomes an integer whose
+     values are listed in the description. A record (or an enum mixing
+     types) cannot be said in it and is refused with the field's path.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import copy
+import datetime as _dt
+import enum
+import json
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, RootModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from .definitions import DefinitionError
+
+__all__ = [
+    "DIALECTS",
+    "MAX_DEPTH",
+    "SchemaError",
+    "check_args_model",
+    "drop_null_defaults",
+    "is_plain_string_field",
+    "is_strict_compatible",
+    "native_tool_spec",
+    "tool_parameters",
+    "tool_spec",
+]
+
+DIALECTS: tuple[str, ...] = ("openai", "anthropic", "gemini")
+MAX_DEPTH = 7
+
+_SUPPORTED = (
+    "supported: str, int, float, bool, Literal, Enum, list[T], dict[str, T], "
+    "a BaseModel, unions and Optional"
+)
 
 
 class SchemaError(DefinitionError):
     """An argument model uses a type models cannot take; names the dotted path."""
 
 
+# --------------------------------------------------------------------------
+# the supported-type check (on annotations, before any schema exists)
+# --------------------------------------------------------------------------
+
+
 def check_args_model(model: type[BaseModel]) -> None:
-    return None
+    """Refuse an args model whose fields a provider cannot take. See the module doc."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise SchemaError(f"args must be a pydantic BaseModel subclass, got {model!r}")
+    if issubclass(model, RootModel):
+        raise SchemaError(f"{model.__name__}: args must be an object model, not a RootModel")
+    _check_model(model, path="", level=1, stack=())
+    try:
+        model.model_json_schema()
+    except Exception as exc:  # e.g. a default pydantic cannot serialise
+        raise SchemaError(f"{model.__name__}: cannot build a JSON schema: {exc}") from exc
 
 
 def is_plain_string_field(field: FieldInfo) -> bool:
+    """True for a field typed exactly `str`: what a progress argument must be."""
     return field.annotation is str
 
 
+def _check_model(model: type[BaseModel], *, path: str, level: int, stack: tuple[type, ...]) -> None:
+    if model in stack:
+        raise _refuse(stack[0], path, f"recursive model {model.__name__!r} is not supported")
+    if level > MAX_DEPTH:
+        raise _refuse(stack[0], path, f"nesting of {level} levels exceeds the maximum of {MAX_DEPTH}")
+    stack = (*stack, model)
+    for name, field in model.model_fields.items():
+        _check_type(field.annotation, path=_join(path, name), level=level, stack=stack)
+
+
+def _check_type(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
+    """Walk one annotation. `level` is the level of the object holding the field."""
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        return _check_type(get_args(tp)[0], path=path, level=level, stack=stack)
+    if tp in (str, int, float, bool, type(None)):
+        return None
+    if origin in (Union, types.UnionType):
+        for member in get_args(tp):
+            _check_type(member, path=path, level=level, stack=stack)
+        return None
+    if origin is Literal:
+        return _check_literal(tp, path=path, stack=stack)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _check_enum(tp, path=path, stack=stack)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return _check_model(tp, path=path, level=level + 1, stack=stack)
+    if origin is list or tp is list:
+        return _check_container(tp, path=path, level=level, stack=stack)
+    if origin is dict or tp is dict:
+        return _check_record(tp, path=path, level=level, stack=stack)
+    raise _refuse(stack[0], path, _reason(tp))
+
+
+def _check_container(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
+    args = get_args(tp)
+    if not args or args[0] is Any:
+        raise _refuse(stack[0], path, "a list needs an item type (list[T])")
+    if level + 1 > MAX_DEPTH:
+        raise _refuse(stack[0], path, f"nesting of {level + 1} levels exceeds the maximum of {MAX_DEPTH}")
+    _check_type(args[0], path=f"{path}[]", level=level + 1, stack=stack)
+
+
+def _check_record(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
+    args = get_args(tp)
+    if len(args) != 2 or args[1] is Any:
+        raise _refuse(stack[0], path, "a record needs its types (dict[str, T])")
+    if args[0] is not str:
+        raise _refuse(stack[0], path, f"a record's keys must be str, got {_type_name(args[0])}")
+    if level + 1 > MAX_DEPTH:
+        raise _refuse(stack[0], path, f"nesting of {level + 1} levels exceeds the maximum of {MAX_DEPTH}")
+    _check_type(args[1], path=f"{path}[]", level=level + 1, stack=stack)
+
+
+def _check_literal(tp: Any, *, path: str, stack: tuple[type, ...]) -> None:
+    for value in get_args(tp):
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise _refuse(stack[0], path, f"Literal value {value!r} is not a JSON value")
+
+
+def _check_enum(tp: type[enum.Enum], *, path: str, stack: tuple[type, ...]) -> None:
+    for member in tp:
+        if not isinstance(member.value, (str, int)) or isinstance(member.value, bool):
+            raise _refuse(
+                stack[0], path, f"enum {tp.__name__} has a non-str/int value {member.value!r}"
+            )
+
+
+def _reason(tp: Any) -> str:
+    origin = get_origin(tp) or tp
+    if tp is Any:
+        return "Any is not supported: give the field a concrete type"
+    if tp in (bytes, bytearray):
+        return "bytes is not supported: models send text (use str, e.g. base64)"
+    if tp in (_dt.datetime, _dt.date, _dt.time, _dt.timedelta):
+        return (
+            f"{tp.__name__} is not supported: declare a str with "
+            'Field(json_schema_extra={"format": "date-time"}) and parse it in execute'
+        )
+    if origin in (set, frozenset) or tp in (set, frozenset):
+        return "a set is not supported: use list[T]"
+    if origin is tuple or tp is tuple:
+        return "a tuple is not supported: use list[T]"
+    return f"{_type_name(tp)} is not a supported type ({_SUPPORTED})"
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or repr(tp)
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _refuse(root: type, path: str, reason: str) -> SchemaError:
+    return SchemaError(f"{_join(root.__name__, path)}: {reason}")
+
+
+# --------------------------------------------------------------------------
+# the generator: one schema, then a dialect pass
+# --------------------------------------------------------------------------
+
+
 def tool_parameters(model: type[BaseModel] | None, dialect: str = "openai") -> dict:
+    """The JSON schema of a tool's arguments object, in `dialect`'s form."""
+    transform = _dialect(dialect)
     if model is None:
-        return {"type": "object", "properties": {}}
-    return model.model_json_schema()
+        return _ordered(transform({"type": "object", "properties": {}}, "args"))
+    base = _plain(_inline_refs(model.model_json_schema()))
+    return _ordered(transform({**base, "type": "object"}, model.__name__))
+
+
+def tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> dict:
+    """The OpenAI-format tool dict LiteLLM takes; `parameters` is in `dialect`'s form.
+
+    LiteLLM turns this into Anthropic's `input_schema` or Gemini's function
+    declaration itself; the dialect decides what the schema may contain.
+    """
+    params = tool_parameters(model, dialect)
+    function: dict[str, Any] = {"name": name, "description": description, "parameters": params}
+    if dialect == "openai":
+        function["strict"] = is_strict_compatible(params)
+    return {"type": "function", "function": function}
+
+
+def native_tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> dict:
+    """The tool as the provider's own API spells it (for listings and provider-native calls)."""
+    if dialect == "anthropic":
+        return {"name": name, "description": description, "input_schema": tool_parameters(model, dialect)}
+    if dialect == "gemini":
+        return {"name": name, "description": description, "parameters": tool_parameters(model, dialect)}
+    return tool_spec(name, description, model, dialect)
+
+
+def is_strict_compatible(schema: dict) -> bool:
+    """True when every object closes its properties: what OpenAI strict mode requires."""
+    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+        return False
+    return all(is_strict_compatible(sub) for sub in _subschemas(schema))
+
+
+def drop_null_defaults(model: type[BaseModel], data: Any) -> Any:
+    """Undo strict mode's nullable-optional trick before validating a model's arguments.
+
+    In the openai dialect a field with a default is required and nullable; a
+    model that sends `null` for it means "use the default". A field whose own
+    type admits None keeps its null.
+    """
+    if not isinstance(data, dict):
+        return data
+    out: dict[str, Any] = {}
+    by_alias = {(f.alias or n): (n, f) for n, f in model.model_fields.items()}
+    for key, value in data.items():
+        _, field = by_alias.get(key, (key, None))
+        if field is None:
+            out[key] = value
+            continue
+        if value is None and not field.is_required() and not _admits_none(field.annotation):
+            continue
+        out[key] = _drop_in(field.annotation, value)
+    return out
+
+
+def _drop_in(tp: Any, value: Any) -> Any:
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        return _drop_in(get_args(tp)[0], value)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return drop_null_defaults(tp, value)
+    if origin in (Union, types.UnionType):
+        return _drop_in_union(get_args(tp), value)
+    if origin is list and isinstance(value, list):
+        return [_drop_in(get_args(tp)[0], v) for v in value]
+    if origin is dict and isinstance(value, dict):
+        return {k: _drop_in(get_args(tp)[1], v) for k, v in value.items()}
+    return value
+
+
+def _drop_in_union(members: tuple[Any, ...], value: Any) -> Any:
+    """Clean `value` for the first union member it then validates as; else leave it."""
+    for member in members:
+        cleaned = _drop_in(member, value)
+        if cleaned is value:
+            continue
+        try:
+            TypeAdapter(member).validate_python(cleaned)
+        except ValidationError:
+            continue
+        return cleaned
+    return value
+
+
+def _admits_none(tp: Any) -> bool:
+    if tp is None or tp is type(None):
+        return True
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        return _admits_none(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return any(_admits_none(m) for m in get_args(tp))
+    if origin is Literal:
+        return None in get_args(tp)
+    return False
+
+
+# --------------------------------------------------------------------------
+# shared passes
+# --------------------------------------------------------------------------
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not")
+
+
+def _subschemas(node: dict) -> list[dict]:
+    subs: list[dict] = []
+    for key in _SCHEMA_MAPS:
+        subs.extend(node.get(key, {}).values())
+    for key in _SCHEMA_LISTS:
+        subs.extend(node.get(key, []))
+    for key in _SCHEMA_ONE:
+        if isinstance(node.get(key), dict):
+            subs.append(node[key])
+    return subs
+
+
+def _inline_refs(schema: dict) -> dict:
+    """Replace every `$ref` with a copy of its definition; keywords beside it win.
+
+    Recursive models are refused earlier, so inlining always ends.
+    """
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, list):
+            return [resolve(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            merged = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
+            return resolve(merged)
+        return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+
+    return resolve(schema)
+
+
+def _plain(node: dict) -> dict:
+    """Drop pydantic's titles and spell `const`, `oneOf` and one-item `allOf` plainly."""
+    out: dict[str, Any] = {}
+    if "allOf" in node and len(node["allOf"]) == 1:
+        node = {**node["allOf"][0], **{k: v for k, v in node.items() if k != "allOf"}}
+    for key, value in node.items():
+        if key in ("title", "discriminator", "$schema"):
+            continue
+        if key == "properties":
+            out[key] = {name: _plain(sub) for name, sub in value.items()}
+        elif key in ("anyOf", "oneOf"):
+            out["anyOf"] = [_plain(sub) for sub in value]
+        elif key == "const":
+            out["enum"] = [value]
+        elif isinstance(value, dict) and key in _SCHEMA_ONE:
+            out[key] = _plain(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _ordered(node: dict) -> dict:
+    """`type` and `description` first in every node, so a listing reads top-down."""
+    keys = [k for k in ("type", "description") if k in node]
+    out = {k: node[k] for k in keys}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _ordered(sub) for name, sub in value.items()}
+        elif key == "anyOf":
+            out[key] = [_ordered(sub) for sub in value]
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            out[key] = _ordered(value)
+        elif key not in out:
+            out[key] = value
+    return out
+
+
+def _with_default_note(node: dict, note_null: bool) -> dict:
+    """Move `default` into the description, for dialects that reject the keyword."""
+    if "default" not in node:
+        return node
+    node = dict(node)
+    default = node.pop("default")
+    if default is None:
+        return node
+    note = f"Defaults to {json.dumps(default)}" + (" when null." if note_null else ".")
+    desc = (node.get("description") or "").rstrip()
+    if desc and desc[-1] not in ".!?":
+        desc += "."
+    node["description"] = f"{desc} {note}" if desc else note
+    return node
+
+
+def _dialect(dialect: str) -> Callable[[dict, str], dict]:
+    table = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
+    if dialect not in table:
+        raise ValueError(f"unknown schema dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
+    return table[dialect]
+
+
+# --------------------------------------------------------------------------
+# openai: strict mode
+# --------------------------------------------------------------------------
+
+_OPENAI_KEYWORDS = {
+    "type", "description", "properties", "required", "additionalProperties", "items",
+    "enum", "anyOf", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+}  # fmt: skip
+_OPENAI_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+
+
+def _openai(node: dict, path: str) -> dict:
+    node = _with_default_note(node, note_null=True)
+    out = {k: v for k, v in node.items() if k in _OPENAI_KEYWORDS}
+    if out.get("format") not in _OPENAI_FORMATS:
+        out.pop("format", None)
+    if "anyOf" in out:
+        out["anyOf"] = [_openai(sub, path) for sub in out["anyOf"]]
+    if isinstance(out.get("items"), dict):
+        out["items"] = _openai(out["items"], f"{path}[]")
+    if out.get("type") == "object":
+        out = _openai_object(out, path)
+    return out
+
+
+def _openai_object(node: dict, path: str) -> dict:
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict) and not node.get("properties"):
+        node["additionalProperties"] = _openai(extra, f"{path}[]")  # a record: not strict-able
+        return node
+    required = set(node.get("required", []))
+    props = {}
+    for name, sub in node.get("properties", {}).items():
+        converted = _openai(sub, _join(path, name))
+        props[name] = converted if name in required else _nullable(converted)
+    node.update(properties=props, required=list(props), additionalProperties=False)
+    return node
+
+
+def _nullable(node: dict) -> dict:
+    if node.get("type") == "null":
+        return node
+    if "anyOf" in node:
+        if not any(sub.get("type") == "null" for sub in node["anyOf"]):
+            node = {**node, "anyOf": [*node["anyOf"], {"type": "null"}]}
+        return node
+    inner = {k: v for k, v in node.items() if k != "description"}
+    wrapped: dict[str, Any] = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in node:
+        wrapped["description"] = node["description"]
+    return wrapped
+
+
+# --------------------------------------------------------------------------
+# anthropic: standard JSON schema as input_schema
+# --------------------------------------------------------------------------
+
+
+def _anthropic(node: dict, path: str) -> dict:
+    """Claude takes standard JSON schema; the generic passes already made it self-contained."""
+    return node
+
+
+# --------------------------------------------------------------------------
+# gemini: the OpenAPI 3.0 subset of function declarations
+# --------------------------------------------------------------------------
+
+_GEMINI_KEYWORDS = {
+    "type", "format", "description", "nullable", "enum", "maxItems", "minItems",
+    "properties", "required", "minProperties", "maxProperties", "minLength",
+    "maxLength", "pattern", "anyOf", "items", "minimum", "maximum",
+}  # fmt: skip
+_GEMINI_FORMATS = {"string": {"date-time", "enum"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
+
+
+def _gemini(node: dict, path: str) -> dict:
+    node = _with_default_note(node, note_null=False)
+    if "anyOf" in node:
+        return _gemini_union(node, path)
+    if isinstance(node.get("additionalProperties"), dict):
+        raise SchemaError(
+            f"{path}: Gemini cannot take a record (dict[str, T]); "
+            "use a list of key/value objects or a model with named fields"
+        )
+    out = {k: v for k, v in node.items() if k in _GEMINI_KEYWORDS}
+    if "enum" in out:
+        out = _gemini_enum(out, path)
+    if out.get("format") not in _GEMINI_FORMATS.get(out.get("type", ""), set()):
+        out.pop("format", None)
+    if "properties" in out:
+        out["properties"] = {n: _gemini(s, _join(path, n)) for n, s in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = _gemini(out["items"], f"{path}[]")
+    return out
+
+
+def _gemini_enum(node: dict, path: str) -> dict:
+    """Gemini enums are strings; other values become their type, listed in the description."""
+    values = node["enum"]
+    if all(isinstance(v, str) for v in values):
+        return {**node, "type": "string"}
+    kinds = {"boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "number" for v in values}
+    if len(kinds) != 1 or any(v is None or isinstance(v, str) for v in values):
+        raise SchemaError(f"{path}: Gemini enums take strings only, got {values!r}")
+    note = "One of: " + ", ".join(json.dumps(v) for v in values) + "."
+    desc = (node.get("description") or "").rstrip()
+    out = {k: v for k, v in node.items() if k != "enum"}
+    out.update(type=kinds.pop(), description=f"{desc} {note}" if desc else note)
+    return out
+
+
+def _gemini_union(node: dict, path: str) -> dict:
+    members = [m for m in node["anyOf"] if m.get("type") != "null"]
+    nullable = len(members) < len(node["anyOf"])
+    outer = {k: v for k, v in node.items() if k not in ("anyOf", "type")}
+    if len(members) == 1:
+        out = _gemini({**members[0], **outer}, path)
+    else:
+        out = _gemini(outer, path)
+        out["anyOf"] = [_gemini(m, path) for m in members]
+    if nullable:
+        out["nullable"] = True
+    return out

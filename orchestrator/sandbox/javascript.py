@@ -1,0 +1,268 @@
+"""JavaScript and TypeScript in QuickJS-ng on wasmtime (the ``quickjs-rs`` package).
+
+Why this engine: the guest runs inside a WebAssembly instance, so it cannot
+reach host memory, files, the network or processes (no WASI directories are
+opened and WASI has no sockets); ES modules come only from our loader, which
+serves the in-memory module map and refuses everything else.
+
+Three things the library does not give by itself, done here:
+
+- A ceiling that counts everything. QuickJS's own ``memory_limit`` did not
+  stop an ArrayBuffer bomb (the instance grew past 1 GiB), so the wasmtime
+  store's linear memory is capped at `MEMORY_CEILING` as well; QuickJS's
+  limit sits a little under it so most bombs end as a clean JS out-of-memory.
+- Deep recursion. The guest's stack check does not fire under WASI; a runaway
+  recursion exhausts wasmtime's native stack and traps the instance. We give
+  wasm a 16 MiB stack (default 512 KiB: ~800 frames) on a thread with a
+  64 MiB stack, and map the trap to a RangeError. A trapped instance is
+  discarded, like every instance: each execution gets a fresh one (~3 ms).
+- Timeout and abort through one interrupt handler, polled by the
+  interpreter, which knows which of the two fired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import posixpath
+import threading
+import time
+from typing import Any
+
+from . import CONSOLE_LIMIT, MEMORY_CEILING, CodeResult, _AbortFlag, _Request
+
+_WASM_STACK = 1920 * 1024  # wasmtime caps it below its async stack size (2 MiB)
+_THREAD_STACK = 16 * 1024 * 1024
+_QJS_HEADROOM = 8 * 1024 * 1024  # linear memory kept for the guest's stack and data
+_GRACE = 2.0  # seconds past the deadline before the host stops waiting for the engine
+_engine_lock = threading.Lock()
+_thread_lock = threading.Lock()
+
+_CONSOLE_PRELUDE = """
+(function (write) {
+  const fmt = (a) => {
+    if (typeof a === "string") return a;
+    if (a instanceof Error) return String(a.stack || a);
+    try { const s = JSON.stringify(a); return s === undefined ? String(a) : s; }
+    catch (e) { return String(a); }
+  };
+  const make = (level) => (...args) => { write(level, args.map(fmt).join(" ")); };
+  globalThis.console = Object.freeze({
+    log: make("log"), info: make("info"), warn: make("warn"),
+    error: make("error"), debug: make("debug"),
+  });
+})(globalThis.__sandbox_console);
+delete globalThis.__sandbox_console;
+"""
+
+_DRIVER = """
+await (async () => {
+  const mod = await import(%(entry)s);
+  const fn = %(fn)s;
+  const target = mod[fn];
+  let value;
+  if (typeof target === "function") value = await target(...JSON.parse(%(args)s));
+  else if (fn === "default") value = target;
+  else throw new TypeError("module " + %(entry)s + " exports no function '" + fn + "'");
+  const text = JSON.stringify(value);
+  return text === undefined ? null : text;
+})()
+"""
+
+
+@functools.cache
+def engine_version() -> str:
+    from importlib.metadata import version
+
+    return f"quickjs-ng via quickjs-rs {version('quickjs-rs')} on wasmtime {version('wasmtime')}"
+
+
+async def run_javascript(request: _Request, abort: _AbortFlag) -> CodeResult:
+    """Run on a dedicated big-stack thread; never blocks the event loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[CodeResult] = loop.create_future()
+
+    def deliver(result: CodeResult) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    def body() -> None:
+        result = _execute(request, abort)
+        _soon(loop, deliver, result)
+
+    with _thread_lock:  # stack_size is process-wide; set it only for our thread
+        previous = threading.stack_size(_THREAD_STACK)
+        try:
+            threading.Thread(target=body, name="sandbox-js", daemon=True).start()
+        finally:
+            threading.stack_size(previous)
+    abort.on_set(lambda: _soon(loop, _grace_timer, loop, future, abort))
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), request.timeout + _GRACE)
+    except TimeoutError:  # the engine did not answer its interrupt: give up on it
+        return CodeResult(status="timeout", error=f"timed out after {request.timeout}s")
+    except asyncio.CancelledError:
+        abort.set("cancelled")
+        raise
+
+
+def _soon(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop is closed: nobody waits any more
+        pass
+
+
+def _grace_timer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[CodeResult], abort: _AbortFlag) -> None:
+    def expire() -> None:
+        if not future.done():
+            future.set_result(CodeResult(status="aborted", error=abort.reason))
+
+    loop.call_later(_GRACE, expire)
+
+
+def _configure_engine() -> None:
+    """Give wasm a deeper native stack; must happen before quickjs-rs makes its engine."""
+    import quickjs_rs._wasmtime as shared
+    import wasmtime
+
+    with _engine_lock:
+        if shared._SHARED_ENGINE is None:
+            config = wasmtime.Config()
+            config.max_wasm_stack = _WASM_STACK
+            shared._SHARED_ENGINE = wasmtime.Engine(config)
+
+
+class _Console:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
+
+    def write(self, level: str, text: str) -> None:
+        line = (text if level in ("log", "info") else f"[{level}] {text}") + "\n"
+        room = CONSOLE_LIMIT - self.size
+        if len(line) > room:
+            line, self.truncated = line[: max(room, 0)], True
+        self.parts.append(line)
+        self.size += len(line)
+
+
+def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
+    try:
+        _configure_engine()
+        from quickjs_rs import Runtime
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        from . import SandboxUnavailable
+
+        return CodeResult(status="error", error=str(SandboxUnavailable(f"quickjs-rs is not installed: {exc}")))
+    deadline = time.monotonic() + request.timeout
+    why: list[str] = []
+
+    def interrupt() -> bool:
+        if abort.is_set():
+            why.append("aborted")
+            return True
+        if time.monotonic() >= deadline:
+            why.append("timeout")
+            return True
+        return False
+
+    modules = {**request.modules, request.entry: request.source}
+    runtime = Runtime(memory_limit=MEMORY_CEILING - _QJS_HEADROOM)
+    runtime._engine_rt.set_interrupt_handler(interrupt)  # ours decides timeout vs abort
+    runtime.set_module_loader(normalize=lambda base, spec: _resolve(modules, base, spec), load=modules.get)
+    console = _Console()
+    try:
+        context = runtime.new_context(timeout=request.timeout + 3600)  # our handler rules
+        instance = context._engine_ctx._inst
+        instance.store.set_limits(memory_size=MEMORY_CEILING)
+        try:
+            result = _evaluate(context, request, console)
+        except BaseException as exc:  # noqa: BLE001 - every guest failure becomes a result
+            result = _classify(exc, why, instance)
+        try:
+            result.memory_used_bytes = instance.mem.data_len(instance.store)
+        except Exception:  # noqa: BLE001 - a trapped instance may refuse; the size is optional
+            pass
+    finally:
+        _close(runtime)
+    result.console = "".join(console.parts)
+    result.console_truncated = console.truncated
+    result.report = {"engine": engine_version(), "memory_held_bytes": result.memory_used_bytes}
+    return result
+
+
+def _evaluate(context: Any, request: _Request, console: _Console) -> CodeResult:
+    if "console" in request.imports:
+        context.register("__sandbox_console", console.write, is_async=False)
+        context.eval(_CONSOLE_PRELUDE)
+    for name, value in request.globals.items():
+        context.eval(f"globalThis[{json.dumps(name)}] = JSON.parse({json.dumps(json.dumps(value))});")
+    driver = _DRIVER % {
+        "entry": json.dumps(request.entry),
+        "fn": json.dumps(request.fn),
+        "args": json.dumps(json.dumps(request.args)),
+    }
+    text = asyncio.run(context.eval_async(driver))
+    return CodeResult(status="ok", value=None if text is None else json.loads(text))
+
+
+def _resolve(modules: dict[str, str], base: str, spec: str) -> str | None:
+    """Relative and absolute specifiers inside the module map; nothing else resolves."""
+    if spec.startswith(("./", "../")):
+        base_dir = posixpath.dirname(base) if base.startswith("/") else "/"
+        name = posixpath.normpath(posixpath.join(base_dir, spec))
+    elif spec.startswith("/"):
+        name = posixpath.normpath(spec)
+    else:
+        return None  # bare specifiers ("fs", "node:child_process") name host modules: none exist
+    for candidate in (name, name + ".js", name + ".ts"):
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
+    import wasmtime
+    from quickjs_rs import InterruptError, JSError, MemoryLimitError
+
+    if why:
+        status = why[0]
+        message = "aborted" if status == "aborted" else "timed out"
+        return CodeResult(status=status, error=message)  # type: ignore[arg-type]
+    if isinstance(exc, MemoryLimitError) or _memory_exhausted(instance):
+        return CodeResult(status="oom", error=f"out of memory (ceiling {MEMORY_CEILING} bytes)")
+    if isinstance(exc, wasmtime.Trap):
+        if exc.trap_code == wasmtime.TrapCode.STACK_OVERFLOW:
+            return CodeResult(status="error", error="RangeError: Maximum call stack size exceeded")
+        return CodeResult(status="error", error=f"engine trap: {exc.message.splitlines()[-1].strip()}")
+    if isinstance(exc, InterruptError):
+        return CodeResult(status="timeout", error="timed out")
+    if isinstance(exc, JSError):
+        if exc.name == "ReferenceError" and exc.message.startswith("Error resolving module"):
+            message = f"{exc.message}: only modules of the module map can be imported"
+            return CodeResult(status="error", error=message, stack=exc.stack)
+        return CodeResult(status="error", error=f"{exc.name}: {exc.message}", stack=exc.stack)
+    return CodeResult(status="error", error=f"{type(exc).__name__}: {exc}")
+
+
+def _memory_exhausted(instance: Any) -> bool:
+    try:
+        return instance.mem.data_len(instance.store) >= MEMORY_CEILING - _QJS_HEADROOM // 2
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _close(runtime: Any) -> None:
+    for context in list(runtime._contexts):
+        try:
+            context.close()
+        except Exception:  # noqa: BLE001 - a trapped instance cannot free its handles
+            context._engine_ctx._inst.close()
+            runtime._unregister_context(context)
+    try:
+        runtime.close()
+    except Exception:  # noqa: BLE001
+        pass

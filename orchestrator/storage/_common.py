@@ -1,0 +1,190 @@
+"""What both backends share: row codecs, argument checks and lease rules.
+
+Keeping these in one place is what stops SQLite and PostgreSQL from drifting:
+each backend only moves rows in and out of its database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..messages import Event, Message, ThreadRecord
+from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
+
+THREAD_COLUMNS = (
+    "id", "agent_id", "user_id", "arguments", "parent_id", "depth",
+    "status", "execution", "usage", "created_at", "updated_at",
+)  # fmt: skip
+_THREAD_JSON = frozenset({"arguments", "execution", "usage"})
+
+MESSAGE_COLUMNS = (
+    "thread_id", "seq", "id", "side", "role", "content", "tool_calls", "tool_call_id", "name",
+    "tool_status", "attachments", "provider_blocks", "silent", "depth", "flow_id", "metadata",
+    "created_at", "updated_at",
+)  # fmt: skip
+_MESSAGE_JSON = frozenset({"tool_calls", "attachments", "provider_blocks", "metadata"})
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _to_row(model: ThreadRecord | Message, columns: tuple[str, ...], json_fields: frozenset[str]) -> tuple[Any, ...]:
+    data = model.model_dump(mode="json")
+    return tuple((None if data[c] is None else dumps(data[c])) if c in json_fields else data[c] for c in columns)
+
+
+def _from_row(row: Mapping[str, Any], columns: tuple[str, ...], json_fields: frozenset[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c in columns:
+        value = row[c]
+        out[c] = json.loads(value) if c in json_fields and isinstance(value, str) else value
+    return out
+
+
+def thread_to_row(thread: ThreadRecord) -> tuple[Any, ...]:
+    return _to_row(thread, THREAD_COLUMNS, _THREAD_JSON)
+
+
+def thread_from_row(row: Mapping[str, Any]) -> ThreadRecord:
+    return ThreadRecord.model_validate(_from_row(row, THREAD_COLUMNS, _THREAD_JSON))
+
+
+def message_to_row(message: Message) -> tuple[Any, ...]:
+    return _to_row(message, MESSAGE_COLUMNS, _MESSAGE_JSON)
+
+
+def message_from_row(row: Mapping[str, Any]) -> Message:
+    data = _from_row(row, MESSAGE_COLUMNS, _MESSAGE_JSON)
+    data["silent"] = bool(data["silent"])
+    return Message.model_validate(data)
+
+
+def event_from_row(row: Mapping[str, Any]) -> Event:
+    data = row["data"]
+    return Event(
+        thread_id=row["thread_id"],
+        seq=row["seq"],
+        type=row["type"],
+        data=json.loads(data) if isinstance(data, str) else data,
+        at=row["at"],
+    )
+
+
+# -- argument checks ---------------------------------------------------------
+
+
+def check_page(limit: int | None, offset: int) -> None:
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+
+
+def check_order(order: str) -> None:
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order must be 'asc' or 'desc', got {order!r}")
+
+
+def check_env_args(scope: str, type: str | None = None) -> None:
+    if scope not in ("thread", "user"):
+        raise ValueError(f"scope must be 'thread' or 'user', got {scope!r}")
+    if type is not None and type not in ("text", "secret"):
+        raise ValueError(f"env type must be 'text' or 'secret', got {type!r}")
+
+
+def check_ttl(ttl: float) -> None:
+    if not ttl > 0:
+        raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+
+
+def check_messages_belong(thread_id: str, messages: list[Message], what: str) -> None:
+    for m in messages:
+        if m.thread_id != thread_id:
+            raise ValueError(f"{what}: message {m.id} has thread_id {m.thread_id!r}, expected {thread_id!r}")
+
+
+def check_step(write: StepWrite) -> None:
+    tid = write.thread_id
+    check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
+    check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
+    for e in write.events:
+        if e.thread_id != tid:
+            raise ValueError(f"StepWrite.events: event seq {e.seq} has thread_id {e.thread_id!r}, expected {tid!r}")
+    if write.thread is not None and write.thread.id != tid:
+        raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
+
+
+def has_more(offset: int, returned: int, total: int) -> bool:
+    return offset + returned < total
+
+
+# -- errors ------------------------------------------------------------------
+
+
+def thread_not_found(thread_id: str) -> NotFoundError:
+    return NotFoundError(f"thread not found: {thread_id!r}")
+
+
+def message_not_found(thread_id: str, message_id: str) -> NotFoundError:
+    return NotFoundError(f"message not found: {message_id!r} in thread {thread_id!r}")
+
+
+def file_not_found(thread_id: str, file_id: str) -> NotFoundError:
+    return NotFoundError(f"file not found: {file_id!r} in thread {thread_id!r}")
+
+
+# -- leases --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """A thread's lease row as stored; `owner` is None once released."""
+
+    owner: str | None
+    token: int
+    expires_at: float
+
+    def live(self, now: float) -> bool:
+        return self.owner is not None and self.expires_at > now
+
+
+def decide_acquire(thread_id: str, row: LeaseRow | None, owner: str, ttl: float, now: float) -> Lease:
+    """The lease `owner` gets, given the current row; the caller stores it.
+
+    The same owner re-taking its live lease keeps the token (it never changed
+    hands); any other hand-over (first take, after expiry or release) bumps it,
+    which fences off every write made under an older token.
+    """
+    expires_at = now + ttl
+    if row is None:
+        return Lease(thread_id, owner, 1, expires_at)
+    if row.live(now):
+        if row.owner == owner:
+            return Lease(thread_id, owner, row.token, expires_at)
+        raise ThreadBusyError(
+            f"thread {thread_id!r} is busy: leased by {row.owner!r} until {row.expires_at:.3f} "
+            f"(expires in {row.expires_at - now:.1f}s)"
+        )
+    return Lease(thread_id, owner, row.token + 1, expires_at)
+
+
+def check_renew(lease: Lease, row: LeaseRow | None) -> None:
+    """A lease may be renewed while nobody else took it, even just after expiry."""
+    if row is None or row.owner != lease.owner or row.token != lease.token:
+        raise StaleLeaseError(
+            f"lease on thread {lease.thread_id!r} (owner {lease.owner!r}, token {lease.token}) was lost"
+            + ("" if row is None else f"; current token is {row.token}")
+        )
+
+
+def check_fence(thread_id: str, token: int, row: LeaseRow | None) -> None:
+    """Refuse a write made under a token that is no longer the thread's current lease."""
+    if row is None or row.owner is None or row.token != token:
+        current = "none" if row is None or row.owner is None else str(row.token)
+        raise StaleLeaseError(
+            f"write to thread {thread_id!r} fenced off: lease token {token} is stale (current: {current})"
+        )

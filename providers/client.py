@@ -1,0 +1,454 @@
+"""Model alias -> LiteLLM streaming call, with retries, fallbacks, usage and cost.
+
+The executor sees only the small values of `providers.stream`. Retries are
+tenacity's (LiteLLM's own are switched off) so the policy lives in the config
+and tests can drive the clock. LiteLLM is imported on the first call: it takes
+seconds to import and must not slow `import orchestrator`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
+from .stream import (
+    ModelInfo,
+    ProviderBlock,
+    ProviderError,
+    StreamEnd,
+    StreamItem,
+    StreamRestart,
+    StreamUsage,
+    TextDelta,
+    ToolCallDelta,
+)
+
+__all__ = ["ModelClient", "UsageMeter", "classify_error"]
+
+EventSink = Callable[[str, dict[str, Any]], None]
+_LITELLM: Any = None
+_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})")
+_ANTHROPIC_BLOCK_KEYS = ("server_tool_calls", "web_search_results", "tool_results")
+
+
+def _litellm() -> Any:
+    """Import and quiet LiteLLM once: local cost map, httpx transport, no callbacks."""
+    global _LITELLM
+    if _LITELLM is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.disable_aiohttp_transport = True
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        litellm.drop_params = False
+        litellm.callbacks = []
+        litellm.success_callback = []
+        litellm.failure_callback = []
+        warnings.filterwarnings("ignore", message=r".*ReadOnly. qualifier", category=UserWarning)
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        _LITELLM = litellm
+    return _LITELLM
+
+
+# -- errors ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    kind: str
+    status: int | None
+    retryable: bool
+
+
+_BY_CLASS = {
+    "AuthenticationError": ("auth", 401, False),
+    "PermissionDeniedError": ("auth", 403, False),
+    "ContextWindowExceededError": ("context_window", 400, False),
+    "ContentPolicyViolationError": ("content_policy", 400, False),
+    "NotFoundError": ("not_found", 404, False),
+    "BadRequestError": ("bad_request", 400, False),
+    "UnprocessableEntityError": ("bad_request", 422, False),
+    "RateLimitError": ("rate_limit", 429, True),
+    "Timeout": ("timeout", 408, True),
+    "MidStreamFallbackError": ("stream_cut", None, True),
+    "APIConnectionError": ("connection", None, True),
+    "ServiceUnavailableError": ("server", 503, True),
+    "BadGatewayError": ("server", 502, True),
+    "InternalServerError": ("server", 500, True),
+    "ConfigError": ("config", None, False),
+    "TimeoutError": ("timeout", None, True),
+}
+
+
+def classify_error(exc: BaseException) -> _Failure:
+    """Sort an exception into transient (retry) or final (fallback / give up)."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _BY_CLASS:
+            kind, default_status, retryable = _BY_CLASS[cls.__name__]
+            return _Failure(kind, status or default_status, retryable)
+    if status is not None:
+        return _Failure("http", status, status in (408, 409, 429) or status >= 500)
+    name = type(exc).__name__
+    transient = any(word in name for word in ("Timeout", "Connect", "Protocol", "ReadError", "Network"))
+    return _Failure("connection" if transient else "error", None, transient)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a Retry-After header (delta or HTTP date), if the provider sent one."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        ms = headers.get("retry-after-ms")
+        return float(ms) / 1000 if ms else None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return _KEY_PATTERN.sub("***", text)
+
+
+# -- usage -------------------------------------------------------------------
+
+
+@dataclass
+class UsageMeter:
+    """Sums `StreamEnd.usage` over several requests (per thread or run)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    requests: int = 0
+    by_model: dict[str, StreamUsage] = field(default_factory=dict)
+
+    def add(self, end: StreamEnd) -> None:
+        self.requests += 1
+        self.input_tokens += end.usage.input_tokens
+        self.output_tokens += end.usage.output_tokens
+        self.cost += end.usage.cost
+        row = self.by_model.setdefault(end.model, StreamUsage())
+        row.input_tokens += end.usage.input_tokens
+        row.output_tokens += end.usage.output_tokens
+        row.cost += end.usage.cost
+
+
+def _cost(model: ModelConfig, litellm_model: str, input_tokens: int, output_tokens: int, reported: float | None) -> float:
+    if model.price is not None:
+        return (input_tokens * model.price.input + output_tokens * model.price.output) / 1_000_000
+    try:
+        prompt_cost, completion_cost = _litellm().cost_per_token(
+            model=litellm_model, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+        return float(prompt_cost + completion_cost)
+    except Exception:  # model missing from the local cost map: unknown price, not an error
+        return float(reported or 0.0)
+
+
+# -- the client --------------------------------------------------------------
+
+
+@dataclass
+class _Attempt:
+    """Mutable bookkeeping shared by the attempts of one `stream()` call."""
+
+    number: int = 0
+    dirty: bool = False  # items were yielded since the last restart
+
+
+@dataclass
+class _Tally:
+    """What one response stream has said so far besides its deltas."""
+
+    info: ModelInfo
+    finish: str | None = None
+    served: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reported_cost: float | None = None
+    seen_blocks: dict[str, int] = field(default_factory=dict)
+
+    def absorb(self, chunk: Any) -> list[StreamItem]:
+        if getattr(chunk, "model", None):
+            self.served = _qualify(self.info, chunk.model)
+        usage = getattr(chunk, "usage", None)
+        if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+            self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
+            self.reported_cost = getattr(usage, "cost", None)
+        if not chunk.choices:
+            return []
+        choice = chunk.choices[0]
+        self.finish = choice.finish_reason or self.finish
+        return list(_items(choice.delta, self.seen_blocks))
+
+    def __post_init__(self) -> None:
+        self.served = self.served or self.info.model
+
+
+class ModelClient:
+    def __init__(self, config: ProvidersConfig, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+        self.config = config
+        self._sleep = sleep
+
+    def model_info(self, alias: str | None) -> ModelInfo:
+        return self.config.model_info(alias)
+
+    async def stream(
+        self,
+        alias: str | None,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+        on_event: EventSink | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one model answer; on failure retry, then fall back along the chain."""
+        chain = self.config.fallback_chain(alias)
+        state = _Attempt()
+        failures: list[ProviderError] = []
+        for position, current in enumerate(chain):
+            if failures and on_event is not None:
+                on_event("model_fallback", {"from": chain[position - 1], "to": current, "error": str(failures[-1])})
+            try:
+                async with aclosing(self._with_retries(current, messages, tools, extra, state)) as items:
+                    async for item in items:
+                        yield item
+                return
+            except Exception as exc:  # noqa: BLE001 - every failure moves down the chain
+                failures.append(self._error(exc, current, classify_error(exc)))
+        raise _final(failures) from None
+
+    async def _with_retries(
+        self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any] | None, state: _Attempt
+    ) -> AsyncIterator[StreamItem]:
+        model = self.config.models[alias]
+        info = self.config.model_info(alias)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(model.retry.attempts),
+            wait=_wait_for(model),
+            retry=retry_if_exception(lambda e: classify_error(e).retryable),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            state.number += 1
+            failure: Exception | None = None
+            if state.dirty:
+                reason = "retry" if attempt.retry_state.attempt_number > 1 else "fallback"
+                yield StreamRestart(attempt=state.number, reason=reason, model=info.model)
+                state.dirty = False
+            try:
+                async with aclosing(self._one_request(alias, model, info, messages, tools, extra, state)) as items:
+                    async for item in items:
+                        state.dirty = True
+                        yield item
+            except Exception as exc:  # noqa: BLE001 - handed to tenacity below
+                failure = exc
+            with attempt:
+                if failure is not None:
+                    raise failure
+
+    async def _one_request(
+        self,
+        alias: str,
+        model: ModelConfig,
+        info: ModelInfo,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        extra: dict[str, Any] | None,
+        state: _Attempt,
+    ) -> AsyncIterator[StreamItem]:
+        provider = self.config.resolve_provider(model.provider)
+        kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
+        # LiteLLM's timeout covers the HTTP layer; this one also bounds first byte and
+        # every gap between chunks, whatever transport (or mock) is underneath.
+        response = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout)
+        tally = _Tally(info)
+        try:
+            chunks = response.__aiter__()
+            while True:
+                try:
+                    chunk = await asyncio.wait_for(chunks.__anext__(), model.timeout)
+                except StopAsyncIteration:
+                    break
+                for item in tally.absorb(chunk):
+                    yield item
+        finally:
+            await _close(response)
+        yield StreamEnd(
+            finish_reason=tally.finish,
+            model=tally.served,
+            provider=model.provider,
+            usage=StreamUsage(
+                input_tokens=tally.input_tokens,
+                output_tokens=tally.output_tokens,
+                cost=_cost(model, info.model, tally.input_tokens, tally.output_tokens, tally.reported_cost),
+            ),
+            attempts=state.number,
+        )
+
+    def _error(self, exc: BaseException, alias: str, failure: _Failure) -> ProviderError:
+        model = self.config.models[alias]
+        secrets: list[str] = []
+        provider: ResolvedProvider | None = None
+        try:
+            provider = self.config.resolve_provider(model.provider)
+            secrets = provider.secrets()
+        except ConfigError:
+            pass
+        if failure.kind == "auth":
+            source = f"the environment variable {provider.key_env}" if provider and provider.key_env else "its api_key setting"
+            message = (
+                f"authentication failed for provider '{model.provider}' (HTTP {failure.status}) on model alias "
+                f"'{alias}': check the API key from {source}"
+            )
+        elif failure.kind == "config":
+            message = f"model alias '{alias}': {exc}"
+        else:
+            message = f"model alias '{alias}' (provider '{model.provider}') failed: {type(exc).__name__}: {exc}"
+        return ProviderError(
+            _scrub(message, secrets), provider=model.provider, status=failure.status, retryable=failure.retryable, kind=failure.kind
+        )
+
+
+def _final(failures: list[ProviderError]) -> ProviderError:
+    """The last failure decides kind and status; the message tells the whole chain."""
+    last = failures[-1]
+    if len(failures) == 1:
+        return last
+    chain = "; ".join(f"[{i + 1}] {f}" for i, f in enumerate(failures))
+    return ProviderError(
+        f"all {len(failures)} models failed: {chain}", provider=last.provider, status=last.status, retryable=last.retryable, kind=last.kind
+    )
+
+
+def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:
+    policy = model.retry
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = _retry_after(exc) if exc is not None else None
+        if hinted is not None:
+            return min(hinted, policy.max_wait)
+        return min(policy.backoff * 2 ** (state.attempt_number - 1), policy.max_wait)
+
+    return wait
+
+
+def _request_kwargs(
+    provider: ResolvedProvider,
+    model: ModelConfig,
+    info: ModelInfo,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        **provider.params,
+        **model.params,
+        **(extra or {}),
+        "model": info.model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "timeout": model.timeout,
+        "max_retries": 0,
+        "num_retries": 0,
+    }
+    if tools:
+        kwargs["tools"] = tools
+    if provider.api_key:
+        kwargs["api_key"] = provider.api_key
+    if provider.base_url:
+        kwargs["api_base"] = provider.base_url
+    if provider.api_version:
+        kwargs["api_version"] = provider.api_version
+    if provider.headers:
+        kwargs["extra_headers"] = dict(provider.headers)
+    return kwargs
+
+
+def _qualify(info: ModelInfo, served: str) -> str:
+    family = info.model.split("/", 1)[0]
+    return served if served.startswith(f"{family}/") else f"{family}/{served}"
+
+
+def _items(delta: Any, seen_blocks: dict[str, int]) -> Iterable[StreamItem]:
+    """Translate one LiteLLM delta into neutral items."""
+    if delta is None:
+        return
+    if delta.content:
+        yield TextDelta(delta.content)
+    for call in delta.tool_calls or ():
+        function = call.function
+        yield ToolCallDelta(
+            index=call.index if call.index is not None else 0,
+            id=call.id,
+            name=function.name if function is not None else None,
+            arguments=(function.arguments or "") if function is not None else "",
+        )
+    fields = getattr(delta, "provider_specific_fields", None) or {}
+    yield from _provider_blocks(fields, seen_blocks)
+
+
+def _provider_blocks(fields: dict[str, Any], seen: dict[str, int]) -> Iterable[ProviderBlock]:
+    """Anthropic server-tool blocks: LiteLLM re-sends cumulative lists, so emit only new entries."""
+    for key in _ANTHROPIC_BLOCK_KEYS:
+        entries = fields.get(key)
+        if not isinstance(entries, list):
+            continue
+        for entry in entries[seen.get(key, 0) :]:
+            yield ProviderBlock(_as_block(key, entry))
+        seen[key] = len(entries)
+
+
+def _as_block(key: str, entry: Any) -> dict[str, Any]:
+    data = entry if isinstance(entry, dict) else dict(entry)
+    if key != "server_tool_calls":
+        return dict(data)
+
+    function = data.get("function") or {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        arguments = {"_raw": function.get("arguments")}
+    return {"type": "server_tool_use", "id": data.get("id"), "name": function.get("name"), "input": arguments}
+
+
+async def _close(response: Any) -> None:
+    """Close the HTTP stream even when the consumer stopped early or was cancelled."""
+    closer = getattr(response, "aclose", None)
+    if closer is None:
+        return
+    try:
+        await asyncio.shield(closer())
+    except Exception:  # noqa: BLE001 - closing must never mask the real outcome
+        pass

@@ -1,0 +1,371 @@
+"""Providers and models from YAML, checked when loaded.
+
+Errors point at the file and line a person has to edit, so the YAML is composed
+with node marks and pydantic's error locations are mapped back to those lines.
+API keys are `${VAR}` references resolved only when a provider is used: a config
+naming five providers works with the one key you have.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from .stream import ModelInfo
+
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "Price",
+    "ProviderConfig",
+    "ProvidersConfig",
+    "ResolvedProvider",
+    "RetryPolicy",
+    "SCRIPTED_API_KEY",
+    "SCRIPTED_BASE_URL",
+    "config_from_dict",
+    "load_config",
+]
+
+SCRIPTED_BASE_URL = "http://scripted.invalid/v1"
+"""Where a `type: scripted` provider sends requests; a ScriptedModel mounted there answers."""
+SCRIPTED_API_KEY = "scripted-dummy-key"
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "AIza", "xai-", "gsk_", "AKIA", "ghp_", "hf_", "pk-", "rk_")
+_KEY_LIKE = re.compile(r"^[A-Za-z0-9_\-\.+/=]{24,}$")
+_SECRET_FIELD = re.compile(r"key|secret|token|password", re.IGNORECASE)
+# Provider families whose tool schemas follow Anthropic's or Gemini's dialect.
+_DIALECTS = {"anthropic": "anthropic", "gemini": "gemini", "vertex_ai": "gemini"}
+
+
+_LITERAL_KEY = (
+    "looks like a literal API key; keys belong in the environment: write a reference "
+    "such as ${OPENAI_API_KEY} and set that variable"
+)
+
+
+class ConfigError(ValueError):
+    """The providers config is invalid; the message names file, line and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetryPolicy(_Strict):
+    attempts: int = Field(3, ge=1, le=20, description="tries per model, the first included")
+    backoff: float = Field(0.5, ge=0, description="first wait in seconds; doubles each retry")
+    max_wait: float = Field(30.0, ge=0, description="cap on any single wait, Retry-After included")
+
+
+class Price(_Strict):
+    """USD per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class ProviderConfig(_Strict):
+    type: str | None = Field(None, description="LiteLLM provider family; defaults to the provider's key")
+    api_key: str | None = None
+    base_url: str | None = None
+    api_version: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description="extra litellm arguments, e.g. aws_region_name")
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_is_reference(cls, value: str | None) -> str | None:
+        if value is not None and _looks_like_key(value):
+            raise ValueError(_LITERAL_KEY)
+        return value
+
+    @field_validator("headers", "params")
+    @classmethod
+    def _no_literal_secrets(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for key, value in values.items():
+            if isinstance(value, str) and _looks_like_key(value) and (_SECRET_FIELD.search(key) or key.lower() == "authorization"):
+                raise ValueError(f"{key}: {_LITERAL_KEY}")
+        return values
+
+
+class ModelConfig(_Strict):
+    provider: str
+    model: str
+    fallbacks: list[str] = Field(default_factory=list)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout: float = Field(60.0, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+    price: Price | None = None
+    supports_images: bool = False
+    supports_tools: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedProvider:
+    """A provider with its `${VAR}` references filled in, ready for one call."""
+
+    name: str
+    type: str
+    api_key: str | None
+    base_url: str | None
+    api_version: str | None
+    headers: dict[str, str]
+    params: dict[str, Any]
+    key_env: str | None  # the variable the key came from, for error messages
+
+    def secrets(self) -> list[str]:
+        """Values that must never appear in errors or recordings."""
+        found = [self.api_key] if self.api_key else []
+        found += [v for k, v in self.params.items() if isinstance(v, str) and _SECRET_FIELD.search(k)]
+        found += [v for k, v in self.headers.items() if _SECRET_FIELD.search(k) or k.lower() == "authorization"]
+        return [s for s in found if len(s) >= 4 and s != SCRIPTED_API_KEY]
+
+
+class ProvidersConfig(_Strict):
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    default_model: str | None = None
+
+    @model_validator(mode="after")
+    def _references_hold(self, info: ValidationInfo) -> ProvidersConfig:
+        if info.context and info.context.get("skip_references"):
+            return self  # load_config reports these itself, with line numbers
+        problems = self.reference_problems()
+        if problems:
+            raise ValueError("; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg in problems))
+        return self
+
+    def reference_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """Cross-references pydantic cannot see: providers, fallbacks, default_model."""
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for alias, model in self.models.items():
+            if model.provider not in self.providers:
+                problems.append((("models", alias, "provider"), f"unknown provider '{model.provider}' (known: {_names(self.providers)})"))
+            for i, target in enumerate(model.fallbacks):
+                if target not in self.models:
+                    problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}' (known: {_names(self.models)})"))
+        problems += self._cycles()
+        if self.default_model is not None and self.default_model not in self.models:
+            problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models (known: {_names(self.models)})"))
+        return problems
+
+    def _cycles(self) -> list[tuple[tuple[str | int, ...], str]]:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for start in self.models:
+            path, seen = [start], {start}
+            stack = [(start, iter(self.models[start].fallbacks))]
+            while stack:
+                _, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    path.pop()
+                    continue
+                if nxt == start:
+                    cycle = " -> ".join([*path, start])
+                    problems.append((("models", start, "fallbacks"), f"fallback cycle: {cycle}"))
+                    break
+                if nxt in self.models and nxt not in seen:
+                    seen.add(nxt)
+                    path.append(nxt)
+                    stack.append((nxt, iter(self.models[nxt].fallbacks)))
+            if problems:
+                break  # one cycle report is enough; every member would repeat it
+        return problems
+
+    # -- lookups -------------------------------------------------------------
+
+    def model(self, alias: str | None) -> tuple[str, ModelConfig]:
+        name = alias if alias is not None else self.default_model
+        if name is None:
+            raise ConfigError(f"no model alias given and no default_model set (known: {_names(self.models)})")
+        if name not in self.models:
+            raise ConfigError(f"unknown model alias '{name}' (known: {_names(self.models)})")
+        return name, self.models[name]
+
+    def provider_type(self, provider: str) -> str:
+        return self.providers[provider].type or provider
+
+    def model_info(self, alias: str | None) -> ModelInfo:
+        name, model = self.model(alias)
+        ptype = self.provider_type(model.provider)
+        return ModelInfo(
+            alias=name,
+            provider=model.provider,
+            provider_type=ptype,
+            model=litellm_model(ptype, model.model),
+            dialect=_dialect(ptype, model.model),
+            supports_images=model.supports_images,
+            supports_tools=model.supports_tools,
+        )
+
+    def fallback_chain(self, alias: str | None) -> list[str]:
+        """The alias then its fallbacks in order (transitively, each once)."""
+        name, _ = self.model(alias)
+        chain: list[str] = []
+        todo = [name]
+        while todo:
+            current = todo.pop(0)
+            if current not in chain:
+                chain.append(current)
+                todo.extend(self.models[current].fallbacks)
+        return chain
+
+    def resolve_provider(self, name: str, *, environ: Mapping[str, str] | None = None) -> ResolvedProvider:
+        """Fill `${VAR}` references now; a missing variable names itself and this provider."""
+        env = os.environ if environ is None else environ
+        provider = self.providers[name]
+        ptype = provider.type or name
+        if ptype == "scripted":
+            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None)
+        ref = _ENV_REF.fullmatch(provider.api_key or "")
+        return ResolvedProvider(
+            name=name,
+            type=ptype,
+            api_key=_expand(provider.api_key, env, name, "api_key"),
+            base_url=_expand(provider.base_url, env, name, "base_url"),
+            api_version=_expand(provider.api_version, env, name, "api_version"),
+            headers={k: _expand(v, env, name, f"headers.{k}") or "" for k, v in provider.headers.items()},
+            params={k: _expand(v, env, name, f"params.{k}") if isinstance(v, str) else v for k, v in provider.params.items()},
+            key_env=ref.group(1) if ref else None,
+        )
+
+
+def litellm_model(provider_type: str, model: str) -> str:
+    """LiteLLM's `family/model` string; scripted models speak the OpenAI wire format."""
+    family = "openai" if provider_type == "scripted" else provider_type
+    return model if model.startswith(f"{family}/") else f"{family}/{model}"
+
+
+def _dialect(provider_type: str, model: str) -> str:
+    if provider_type == "bedrock" and "claude" in model:
+        return "anthropic"
+    return _DIALECTS.get(provider_type, "openai")
+
+
+def _names(mapping: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(mapping)) or "none"
+
+
+def _looks_like_key(value: str) -> bool:
+    if _ENV_REF.search(value):
+        return False
+    return value.startswith(_KEY_PREFIXES) or bool(_KEY_LIKE.match(value) and re.search(r"\d", value))
+
+
+def _expand(value: str | None, env: Mapping[str, str], provider: str, field: str) -> str | None:
+    if value is None:
+        return None
+
+    def sub(match: re.Match[str]) -> str:
+        var, default = match.group(1), match.group(2)
+        if var in env:
+            return env[var]
+        if default is not None:
+            return default
+        raise ConfigError(f"environment variable {var} is not set; provider '{provider}' needs it for {field}")
+
+    return _ENV_REF.sub(sub, value)
+
+
+# -- loading -----------------------------------------------------------------
+
+_Marks = dict[tuple[Any, ...], tuple[str, int]]
+
+
+def load_config(*paths: str | Path) -> ProvidersConfig:
+    """Read one or more YAML files; later files deep-merge over earlier ones."""
+    if not paths:
+        raise ConfigError("load_config needs at least one path")
+    data: dict[str, Any] = {}
+    marks: _Marks = {}
+    for path in paths:
+        loaded, file_marks = _read_yaml(Path(path))
+        data = _deep_merge(data, loaded)
+        marks.update(file_marks)
+    return _build(data, marks, ", ".join(str(p) for p in paths))
+
+
+def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> ProvidersConfig:
+    return _build(dict(data), {}, source)
+
+
+def _read_yaml(path: Path) -> tuple[dict[str, Any], _Marks]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read providers config: {exc.strerror or exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}, line 1: expected a mapping with providers/models/default_model at the top")
+    marks: _Marks = {}
+    _collect_marks(node, (), str(path), marks)
+    return data, marks
+
+
+def _collect_marks(node: yaml.Node, loc: tuple[Any, ...], source: str, marks: _Marks) -> None:
+    marks[loc] = (source, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            marks[(*loc, key)] = (source, key_node.start_mark.line + 1)
+            _collect_marks(value_node, (*loc, key), source, marks)
+            marks[(*loc, key)] = (source, key_node.start_mark.line + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _collect_marks(item, (*loc, i), source, marks)
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _where(loc: tuple[Any, ...], marks: _Marks, source: str) -> str:
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in marks:
+            file, line = marks[loc[:cut]]
+            return f"{file}, line {line}"
+    return source
+
+
+def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
+    try:
+        config = ProvidersConfig.model_validate(data, context={"skip_references": True})
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            field = ".".join(map(str, loc)) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field"
+            lines.append(f"{_where(loc, marks, source)}: {field}: {msg}")
+        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines)) from None
+    problems = config.reference_problems()
+    if problems:
+        lines = [f"{_where(loc, marks, source)}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in problems]
+        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines))
+    return config

@@ -1,0 +1,658 @@
+"""The storage contract, run against every backend (see storage_backends.py)."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+from pathlib import Path
+
+import pytest
+from storage_backends import FakeClock, StorageFactory, fake_clock, storage, storage_factory  # noqa: F401
+
+from orchestrator.messages import Event, ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
+from orchestrator.results import AttachmentRef
+from orchestrator.storage import (
+    NotFoundError,
+    SchemaVersionError,
+    StaleLeaseError,
+    StepWrite,
+    Storage,
+    StorageError,
+    ThreadBusyError,
+)
+from orchestrator.storage._migrations import Migration, load_migrations, split_statements
+
+# -- helpers -----------------------------------------------------------------
+
+
+async def new_thread(storage: Storage, **fields: object) -> ThreadRecord:
+    return await storage.create_thread(ThreadRecord(agent_id="agent", **fields))  # type: ignore[arg-type]
+
+
+def msg(thread_id: str, content: str = "hi", **fields: object) -> Message:
+    fields.setdefault("role", "user")
+    return Message(thread_id=thread_id, content=content, **fields)  # type: ignore[arg-type]
+
+
+def ev(thread_id: str, seq: int, type: str = "step", data: object = None) -> Event:
+    return Event(thread_id=thread_id, seq=seq, type=type, data=data, at=float(seq))
+
+
+async def contents(storage: Storage, thread_id: str) -> list[str | None]:
+    page = await storage.get_messages(thread_id, include_silent=True)
+    return [m.content for m in page.messages]
+
+
+# -- threads -----------------------------------------------------------------
+
+
+async def test_thread_round_trip_and_save(storage: Storage) -> None:
+    thread = ThreadRecord(
+        agent_id="support",
+        user_id="u1",
+        arguments={"order": {"id": 7, "tags": ["a", "b"]}, "ok": True},
+        parent_id="thr_parent",
+        depth=2,
+    )
+    assert await storage.create_thread(thread) == thread
+    assert await storage.get_thread(thread.id) == thread
+
+    thread.status = "running"
+    thread.execution = ExecutionSnapshot(flow_id="f1", current_side="b", step_count=3, forced_side="a")
+    thread.usage = Usage(input_tokens=10, output_tokens=5, cost=0.25, requests=2)
+    thread.updated_at += 5
+    await storage.save_thread(thread)
+    assert await storage.get_thread(thread.id) == thread
+
+
+async def test_unknown_thread_is_not_found_naming_the_id(storage: Storage) -> None:
+    with pytest.raises(NotFoundError, match="thread.*thr_nope"):
+        await storage.get_thread("thr_nope")
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.save_thread(ThreadRecord(id="thr_nope", agent_id="a"))
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.append_messages("thr_nope", [msg("thr_nope")])
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.get_messages("thr_nope")
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.set_value("thr_nope", "k", 1)
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.events_after("thr_nope", 0)
+    with pytest.raises(NotFoundError, match="thr_nope"):
+        await storage.acquire_lease("thr_nope", "me", 10)
+
+
+async def test_create_duplicate_thread_is_refused(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    with pytest.raises(StorageError, match=thread.id):
+        await storage.create_thread(thread)
+
+
+async def test_list_threads_filters_and_pages(storage: Storage) -> None:
+    made = []
+    for i, (user, status) in enumerate([("u1", "idle"), ("u2", "idle"), ("u1", "running"), ("u1", "idle")]):
+        made.append(await new_thread(storage, user_id=user, status=status, created_at=100.0 + i))
+    ids = [t.id for t in made]
+
+    assert [t.id for t in await storage.list_threads()] == ids
+    assert [t.id for t in await storage.list_threads(user_id="u1")] == [ids[0], ids[2], ids[3]]
+    assert [t.id for t in await storage.list_threads(status="idle")] == [ids[0], ids[1], ids[3]]
+    assert [t.id for t in await storage.list_threads(user_id="u1", status="idle")] == [ids[0], ids[3]]
+    assert [t.id for t in await storage.list_threads(limit=2, offset=1)] == ids[1:3]
+    assert await storage.list_threads(user_id="nobody") == []
+    assert await storage.list_threads(offset=10) == []
+    with pytest.raises(ValueError, match="limit"):
+        await storage.list_threads(limit=-1)
+    with pytest.raises(ValueError, match="offset"):
+        await storage.list_threads(offset=-1)
+
+
+# -- messages ----------------------------------------------------------------
+
+
+async def test_append_assigns_strictly_increasing_seq(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    other = await new_thread(storage)
+    batch = [msg(thread.id, "a"), msg(thread.id, "b"), msg(thread.id, "c")]
+    stored = await storage.append_messages(thread.id, batch)
+    assert [m.seq for m in stored] == [1, 2, 3]
+    assert [m.seq for m in batch] == [0, 0, 0]  # the caller's objects are left alone
+    more = await storage.append_messages(thread.id, [msg(thread.id, "d"), msg(thread.id, "e")])
+    assert [m.seq for m in more] == [4, 5]
+    assert [m.seq for m in await storage.append_messages(other.id, [msg(other.id)])] == [1]
+    assert await storage.append_messages(thread.id, []) == []
+    page = await storage.get_messages(thread.id)
+    assert [(m.seq, m.content) for m in page.messages] == list(enumerate("abcde", start=1))
+
+
+async def test_append_refuses_a_message_of_another_thread(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    with pytest.raises(ValueError, match="thread_id"):
+        await storage.append_messages(thread.id, [msg("thr_other")])
+
+
+async def test_every_message_field_round_trips(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    message = Message(
+        thread_id=thread.id,
+        side="a",
+        role="assistant",
+        content='héllo \u2603 "quoted"',
+        tool_calls=[ToolCall(id="c1", name="lookup", arguments='{"id": 1}', provider_executed=True)],
+        tool_call_id="c0",
+        name="lookup",
+        tool_status="error",
+        attachments=[AttachmentRef(id="f1", name="a.png", mime_type="image/png", size=3, width=1, height=2)],
+        provider_blocks=[{"type": "web_search", "z": 1, "a": [1, 2.5, None, {"k": "v"}]}],
+        silent=True,
+        depth=3,
+        flow_id="flow_1",
+        metadata={"nested": {"x": [1, 2]}, "flag": False},
+        created_at=1234.5678,
+        updated_at=2345.25,
+    )
+    [stored] = await storage.append_messages(thread.id, [message])
+    assert await storage.get_message(thread.id, message.id) == stored
+    assert stored == message.model_copy(update={"seq": 1})
+    # provider blocks come back verbatim, key order included
+    assert list(stored.provider_blocks[0]) == ["type", "z", "a"]  # type: ignore[index]
+
+
+async def test_update_message_keeps_seq(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    [first, second] = await storage.append_messages(thread.id, [msg(thread.id, "one"), msg(thread.id, "two")])
+    edited = first.model_copy(update={"content": "ONE", "metadata": {"edited": True}, "silent": True})
+    await storage.update_message(edited)
+    assert await storage.get_message(thread.id, first.id) == edited
+    assert (await storage.get_message(thread.id, second.id)).content == "two"
+    with pytest.raises(NotFoundError, match="msg_missing"):
+        await storage.update_message(msg(thread.id, id="msg_missing"))
+    with pytest.raises(NotFoundError, match="msg_missing"):
+        await storage.get_message(thread.id, "msg_missing")
+
+
+# -- pagination ----------------------------------------------------------------
+
+# seq:      1  2  3  4  5  6  7  8  9  10
+_SILENT = {3, 7}
+_DEPTH = {1: 0, 2: 0, 3: 0, 4: 1, 5: 2, 6: 0, 7: 1, 8: 0, 9: 2, 10: 0}
+
+
+@pytest.fixture
+async def paged(storage: Storage) -> str:
+    thread = await new_thread(storage)
+    await storage.append_messages(
+        thread.id,
+        [msg(thread.id, f"m{s}", silent=s in _SILENT, depth=_DEPTH[s]) for s in range(1, 11)],
+    )
+    return thread.id
+
+
+def _expected(limit: int | None, offset: int, order: str, include_silent: bool, max_depth: int | None):
+    seqs = [
+        s
+        for s in range(1, 11)
+        if (include_silent or s not in _SILENT) and (max_depth is None or _DEPTH[s] <= max_depth)
+    ]
+    if order == "desc":
+        seqs.reverse()
+    page = seqs[offset:] if limit is None else seqs[offset : offset + limit]
+    return page, len(seqs), offset + len(page) < len(seqs)
+
+
+async def test_pagination_edges(storage: Storage, paged: str) -> None:
+    async def seqs(**kw: object) -> tuple[list[int], int, bool]:
+        r = await storage.get_messages(paged, **kw)  # type: ignore[arg-type]
+        return [m.seq for m in r.messages], r.total, r.has_more
+
+    visible = [1, 2, 4, 5, 6, 8, 9, 10]
+    assert await seqs() == (visible, 8, False)
+    assert await seqs(limit=3) == ([1, 2, 4], 8, True)
+    assert await seqs(limit=3, offset=5) == ([8, 9, 10], 8, False)  # ends exactly at the last one
+    assert await seqs(order="desc", limit=3) == ([10, 9, 8], 8, True)
+    assert await seqs(offset=8) == ([], 8, False)
+    assert await seqs(offset=50, limit=5) == ([], 8, False)  # past the end
+    assert await seqs(limit=0) == ([], 8, True)
+    assert await seqs(limit=0, offset=8) == ([], 8, False)
+    assert await seqs(include_silent=True) == (list(range(1, 11)), 10, False)
+    assert await seqs(max_depth=0) == ([1, 2, 6, 8, 10], 5, False)
+    assert await seqs(max_depth=1, include_silent=True, order="desc", limit=2) == ([10, 8], 8, True)
+    for name, kw in (("limit", {"limit": -1}), ("offset", {"offset": -1})):
+        with pytest.raises(ValueError, match=name):
+            await storage.get_messages(paged, **kw)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="order"):
+        await storage.get_messages(paged, order="sideways")  # type: ignore[arg-type]
+
+
+async def test_pagination_matches_a_reference_model(storage: Storage, paged: str) -> None:
+    """Every combination of the knobs, against a list-slicing reference."""
+    combos = itertools.product(
+        [None, 0, 1, 3, 8, 20], [0, 1, 7, 8, 9, 50], ["asc", "desc"], [False, True], [None, 0, 1]
+    )
+    for limit, offset, order, include_silent, max_depth in combos:
+        r = await storage.get_messages(
+            paged,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,  # type: ignore[arg-type]
+        )
+        got = ([m.seq for m in r.messages], r.total, r.has_more)
+        assert got == _expected(limit, offset, order, include_silent, max_depth), (
+            limit,
+            offset,
+            order,
+            include_silent,
+            max_depth,
+        )
+
+
+# -- values, env, files ----------------------------------------------------------
+
+
+async def test_values_round_trip_json(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    other = await new_thread(storage)
+    samples = {
+        "dict": {"a": [1, 2, {"b": None}], "c": "ü"},
+        "list": [1, "two", 3.5, True, None],
+        "str": "text",
+        "int": 42,
+        "float": 0.1,
+        "bool": False,
+        "big": 2**53 + 1,
+    }
+    for key, value in samples.items():
+        await storage.set_value(thread.id, key, value)
+    for key, value in samples.items():
+        assert await storage.get_value(thread.id, key) == value
+    assert await storage.get_value(thread.id, "missing") is None
+    assert await storage.get_value(other.id, "dict") is None  # values are per thread
+    await storage.set_value(thread.id, "int", {"now": "a dict"})
+    assert await storage.get_value(thread.id, "int") == {"now": "a dict"}
+
+
+async def test_env_scopes_and_types(storage: Storage) -> None:
+    await storage.set_env("thread", "x1", "API_KEY", "sk-thread", "secret")
+    await storage.set_env("thread", "x1", "GREETING", "hello", "text")
+    await storage.set_env("user", "x1", "API_KEY", "sk-user", "text")  # same owner id, other scope
+
+    thread_key = await storage.get_env("thread", "x1", "API_KEY")
+    assert thread_key is not None and (thread_key.value, thread_key.type) == ("sk-thread", "secret")
+    user_key = await storage.get_env("user", "x1", "API_KEY")
+    assert user_key is not None and (user_key.value, user_key.type) == ("sk-user", "text")
+    assert await storage.get_env("user", "x1", "GREETING") is None
+    assert await storage.get_env("thread", "x2", "API_KEY") is None
+
+    listed = await storage.list_env("thread", "x1")
+    assert [(e.name, e.value, e.type) for e in listed] == [
+        ("API_KEY", "sk-thread", "secret"),
+        ("GREETING", "hello", "text"),
+    ]
+    assert await storage.list_env("user", "nobody") == []
+
+    await storage.set_env("thread", "x1", "GREETING", "hi", "secret")  # overwrite value and type
+    again = await storage.get_env("thread", "x1", "GREETING")
+    assert again is not None and (again.value, again.type) == ("hi", "secret")
+    with pytest.raises(ValueError, match="scope"):
+        await storage.set_env("global", "x1", "A", "b", "text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="type"):
+        await storage.set_env("user", "x1", "A", "b", "plain")  # type: ignore[arg-type]
+
+
+async def test_files_round_trip(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    data = bytes(range(256)) * 10
+    ref = AttachmentRef(id="file_1", name="pic.png", mime_type="image/png", size=0, width=64, height=32)
+    stored = await storage.put_file(thread.id, ref, data)
+    assert stored == ref.model_copy(update={"size": len(data)})  # size is the stored byte count
+    got_ref, got_data = await storage.get_file(thread.id, "file_1")
+    assert (got_ref, got_data) == (stored, data)
+    empty = await storage.put_file(
+        thread.id, AttachmentRef(id="file_2", name="e.txt", mime_type="text/plain", size=9), b""
+    )
+    assert await storage.get_file(thread.id, "file_2") == (empty, b"")
+    with pytest.raises(NotFoundError, match="file.*file_9"):
+        await storage.get_file(thread.id, "file_9")
+
+
+# -- events --------------------------------------------------------------------
+
+
+async def test_event_log(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    other = await new_thread(storage)
+    assert await storage.last_event_seq(thread.id) == 0
+    assert await storage.events_after(thread.id, 0) == []
+    events = [ev(thread.id, 1, "a", {"x": [1, None]}), ev(thread.id, 2, "b", "text"), ev(thread.id, 3, "c", 7)]
+    await storage.append_events(events)
+    await storage.append_events([ev(other.id, 1)])
+    assert await storage.events_after(thread.id, 0) == events
+    assert await storage.events_after(thread.id, 1) == events[1:]
+    assert await storage.events_after(thread.id, 0, limit=2) == events[:2]
+    assert await storage.events_after(thread.id, 3) == []
+    assert await storage.last_event_seq(thread.id) == 3
+    assert await storage.last_event_seq(other.id) == 1
+
+
+async def test_duplicate_event_seq_writes_none_of_the_batch(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    await storage.append_events([ev(thread.id, 1)])
+    with pytest.raises(StorageError, match=r"seq 1"):
+        await storage.append_events([ev(thread.id, 2), ev(thread.id, 1)])
+    assert [e.seq for e in await storage.events_after(thread.id, 0)] == [1]
+
+
+# -- commit ----------------------------------------------------------------------
+
+
+async def test_commit_writes_the_whole_step(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    [old] = await storage.append_messages(thread.id, [msg(thread.id, "question")])
+    thread.status = "running"
+    thread.usage = Usage(requests=1, input_tokens=3)
+    new = await storage.commit(
+        StepWrite(
+            thread_id=thread.id,
+            new_messages=[msg(thread.id, "answer", role="assistant"), msg(thread.id, "tool out", role="tool")],
+            updated_messages=[old.model_copy(update={"metadata": {"seen": True}})],
+            events=[ev(thread.id, 1), ev(thread.id, 2)],
+            thread=thread,
+        )
+    )
+    assert [(m.seq, m.content) for m in new] == [(2, "answer"), (3, "tool out")]
+    assert await contents(storage, thread.id) == ["question", "answer", "tool out"]
+    assert (await storage.get_message(thread.id, old.id)).metadata == {"seen": True}
+    assert await storage.last_event_seq(thread.id) == 2
+    assert await storage.get_thread(thread.id) == thread
+
+
+async def test_commit_failing_midway_leaves_nothing(storage: Storage) -> None:
+    thread = await new_thread(storage)
+    [old] = await storage.append_messages(thread.id, [msg(thread.id, "question")])
+    await storage.append_events([ev(thread.id, 1)])
+    changed = thread.model_copy(update={"status": "failed"})
+    bad_steps = [
+        # the duplicate event seq fails after the messages were inserted
+        StepWrite(
+            thread.id,
+            [msg(thread.id, "answer")],
+            [old.model_copy(update={"content": "X"})],
+            [ev(thread.id, 2), ev(thread.id, 1)],
+            changed,
+        ),
+        # an unknown updated message fails after the new ones were inserted
+        StepWrite(thread.id, [msg(thread.id, "answer")], [msg(thread.id, id="msg_gone")], [ev(thread.id, 2)], changed),
+    ]
+    for step in bad_steps:
+        with pytest.raises(StorageError):
+            await storage.commit(step)
+        assert await contents(storage, thread.id) == ["question"]
+        assert await storage.last_event_seq(thread.id) == 1
+        assert (await storage.get_thread(thread.id)).status == "idle"
+    # and the thread still takes the next good step with the next seq
+    [answer] = await storage.commit(StepWrite(thread.id, new_messages=[msg(thread.id, "answer")]))
+    assert answer.seq == 2
+
+
+async def test_commit_with_a_stale_lease_token_writes_nothing(storage: Storage, fake_clock: FakeClock) -> None:
+    thread = await new_thread(storage)
+    first = await storage.acquire_lease(thread.id, "worker-1", ttl=10)
+    await storage.commit(StepWrite(thread.id, [msg(thread.id, "by first")], lease_token=first.token))
+    fake_clock.advance(11)
+    second = await storage.acquire_lease(thread.id, "worker-2", ttl=10)
+    assert second.token > first.token
+
+    late = StepWrite(
+        thread.id,
+        [msg(thread.id, "late")],
+        events=[ev(thread.id, 1)],
+        thread=thread.model_copy(update={"status": "failed"}),
+        lease_token=first.token,
+    )
+    with pytest.raises(StaleLeaseError, match=thread.id):
+        await storage.commit(late)
+    assert await contents(storage, thread.id) == ["by first"]
+    assert await storage.last_event_seq(thread.id) == 0
+    assert (await storage.get_thread(thread.id)).status == "idle"
+
+    await storage.commit(StepWrite(thread.id, [msg(thread.id, "by second")], lease_token=second.token))
+    await storage.release_lease(second)
+    with pytest.raises(StaleLeaseError):  # a released lease fences too
+        await storage.commit(StepWrite(thread.id, [msg(thread.id, "after release")], lease_token=second.token))
+    with pytest.raises(StaleLeaseError):  # a token for a thread never leased
+        other = await new_thread(storage)
+        await storage.commit(StepWrite(other.id, [msg(other.id)], lease_token=1))
+    assert await contents(storage, thread.id) == ["by first", "by second"]
+
+
+# -- leases ----------------------------------------------------------------------
+
+
+async def test_lease_lifecycle_with_a_fake_clock(storage: Storage, fake_clock: FakeClock) -> None:
+    thread = await new_thread(storage)
+    t0 = fake_clock.now
+    a = await storage.acquire_lease(thread.id, "A", ttl=30)
+    assert (a.owner, a.expires_at) == ("A", t0 + 30)
+
+    with pytest.raises(ThreadBusyError, match=rf"{thread.id}.*expires in 30") as busy:
+        await storage.acquire_lease(thread.id, "B", ttl=30)
+    assert "'A'" in str(busy.value)
+
+    fake_clock.advance(10)
+    again = await storage.acquire_lease(thread.id, "A", ttl=30)  # same owner: still its lease
+    assert (again.token, again.expires_at) == (a.token, t0 + 40)
+    renewed = await storage.renew_lease(again, ttl=60)
+    assert (renewed.token, renewed.expires_at) == (a.token, t0 + 70)
+
+    fake_clock.advance(59.9)
+    with pytest.raises(ThreadBusyError):
+        await storage.acquire_lease(thread.id, "B", ttl=30)
+    fake_clock.advance(0.2)  # now expired
+    b = await storage.acquire_lease(thread.id, "B", ttl=30)
+    assert b.token > a.token
+    with pytest.raises(StaleLeaseError, match=thread.id):
+        await storage.renew_lease(renewed, ttl=30)
+
+    await storage.release_lease(renewed)  # releasing a lost lease is a no-op ...
+    with pytest.raises(ThreadBusyError):  # ... B still holds it
+        await storage.acquire_lease(thread.id, "C", ttl=30)
+    await storage.release_lease(b)
+    with pytest.raises(StaleLeaseError):
+        await storage.renew_lease(b, ttl=30)
+    c = await storage.acquire_lease(thread.id, "C", ttl=30)  # free right after release
+    assert c.token > b.token
+
+    fake_clock.advance(31)  # expired, but nobody took it: the owner may still renew
+    c2 = await storage.renew_lease(c, ttl=5)
+    assert (c2.token, c2.expires_at) == (c.token, fake_clock.now + 5)
+
+    fake_clock.advance(6)
+    c3 = await storage.acquire_lease(thread.id, "C", ttl=5)  # same owner after expiry: a new hand-over
+    assert c3.token > c.token
+    with pytest.raises(ValueError, match="ttl"):
+        await storage.acquire_lease(thread.id, "C", ttl=0)
+
+
+async def test_leases_are_per_thread(storage: Storage) -> None:
+    one, two = await new_thread(storage), await new_thread(storage)
+    await storage.acquire_lease(one.id, "A", ttl=30)
+    assert (await storage.acquire_lease(two.id, "B", ttl=30)).owner == "B"
+
+
+def _contend(
+    path: str, owner: str, thread_ids: list[str], start: multiprocessing.synchronize.Event, out: multiprocessing.Queue
+) -> None:  # type: ignore[name-defined]
+    """Child process: race for every thread's lease on the shared file."""
+    import asyncio
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async def main() -> list[tuple[str, int]]:
+        won = []
+        async with SQLiteStorage(path) as s:
+            start.wait()
+            for tid in thread_ids:
+                try:
+                    won.append((tid, (await s.acquire_lease(tid, owner, ttl=600)).token))
+                except ThreadBusyError:
+                    pass
+        return won
+
+    out.put((owner, asyncio.run(main())))
+
+
+async def test_two_processes_contend_for_one_lease(tmp_path: Path) -> None:
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    path = str(tmp_path / "shared.db")
+    async with SQLiteStorage(path) as s:
+        thread_ids = [(await new_thread(s)).id for _ in range(30)]
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_contend, args=(path, f"proc-{i}", thread_ids, start, out)) for i in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    winners: dict[str, list[str]] = {}
+    for owner, won in results.items():
+        for tid, token in won:
+            assert token == 1
+            winners.setdefault(tid, []).append(owner)
+    assert sorted(winners) == sorted(thread_ids)  # every lease was taken ...
+    assert all(len(owners) == 1 for owners in winners.values()), winners  # ... by exactly one process
+
+
+# -- migrations --------------------------------------------------------------------
+
+# a "next version" migration, valid on both backends
+_V_EXTRA = """
+ALTER TABLE threads ADD COLUMN tags TEXT;
+CREATE TABLE audit (id INTEGER PRIMARY KEY, note TEXT);
+INSERT INTO audit (id, note) VALUES (1, 'v-next');
+"""
+
+
+async def test_migrations_upgrade_an_older_database(storage_factory: StorageFactory) -> None:
+    shipped = load_migrations(storage_factory.backend)
+    async with storage_factory.make(migrations=shipped[:1]) as v1:  # a database as version 1 wrote it
+        thread = await new_thread(v1, user_id="u1")
+        await v1.append_messages(thread.id, [msg(thread.id, "kept")])
+        await v1.set_value(thread.id, "k", [1, 2])
+    upgraded = [*shipped, Migration(len(shipped) + 1, "add_tags", _V_EXTRA)]
+    async with storage_factory.make(migrations=upgraded) as v2:
+        assert await v2.schema_version() == len(upgraded)  # type: ignore[attr-defined]
+        assert await v2.get_thread(thread.id) == thread
+        assert await contents(v2, thread.id) == ["kept"]
+        assert await v2.get_value(thread.id, "k") == [1, 2]
+        await v2.append_messages(thread.id, [msg(thread.id, "after upgrade")])
+    assert await storage_factory.scalar("SELECT note FROM audit WHERE id = 1") == "v-next"
+    assert await storage_factory.scalar("SELECT COUNT(*) FROM threads WHERE tags IS NULL") == 1
+    async with storage_factory.make(migrations=upgraded) as again:  # reopening applies nothing twice
+        assert await contents(again, thread.id) == ["kept", "after upgrade"]
+
+
+async def test_migrations_refuse_a_newer_database(storage_factory: StorageFactory) -> None:
+    shipped = load_migrations(storage_factory.backend)
+    newer = [*shipped, Migration(len(shipped) + 1, "add_tags", _V_EXTRA)]
+    async with storage_factory.make(migrations=newer):
+        pass
+    old_code = storage_factory.make()
+    with pytest.raises(SchemaVersionError) as err:
+        await old_code.open()
+    text = str(err.value)
+    assert storage_factory.location in text
+    assert f"schema version {len(newer)}" in text and f"up to {len(shipped)}" in text
+    await old_code.close()
+
+
+def test_migration_numbering_gaps_are_refused(tmp_path: Path) -> None:
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    with pytest.raises(ValueError, match="expected 2"):
+        SQLiteStorage(str(tmp_path / "x.db"), migrations=[Migration(1, "a", ""), Migration(3, "b", "")])
+
+
+def test_split_statements_respects_strings_and_triggers() -> None:
+    script = """
+    -- a comment; with a semicolon
+    CREATE TABLE t (x TEXT DEFAULT 'a;b');
+    CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET x = 'c;d'; END;
+    """
+    parts = split_statements(script)
+    assert len(parts) == 2
+    assert parts[0].endswith("DEFAULT 'a;b');") and parts[1].endswith("END;")
+
+
+# -- two clients of one database ---------------------------------------------------
+
+
+async def test_two_clients_race_for_leases(storage_factory: StorageFactory) -> None:
+    import asyncio
+
+    async with storage_factory.make() as one, storage_factory.make() as two:
+        thread_ids = [(await new_thread(one)).id for _ in range(20)]
+
+        async def take(client: Storage, owner: str, tid: str) -> str | None:
+            try:
+                await client.acquire_lease(tid, owner, ttl=60)
+                return owner
+            except ThreadBusyError:
+                return None
+
+        for tid in thread_ids:
+            winners = await asyncio.gather(take(one, "one", tid), take(two, "two", tid))
+            assert sum(w is not None for w in winners) == 1, (tid, winners)
+
+
+async def test_two_clients_appending_get_distinct_contiguous_seqs(storage_factory: StorageFactory) -> None:
+    import asyncio
+
+    async with storage_factory.make() as one, storage_factory.make() as two:
+        thread = await new_thread(one)
+
+        async def writer(client: Storage, name: str) -> None:
+            for i in range(15):
+                await client.commit(
+                    StepWrite(thread.id, new_messages=[msg(thread.id, f"{name}{i}"), msg(thread.id, f"{name}{i}+")])
+                )
+
+        await asyncio.gather(writer(one, "a"), writer(two, "b"))
+        page = await one.get_messages(thread.id)
+    assert [m.seq for m in page.messages] == list(range(1, 61))
+    by_content = {m.content: m.seq for m in page.messages}
+    assert all(
+        by_content[f"{n}{i}+"] == by_content[f"{n}{i}"] + 1 for n in "ab" for i in range(15)
+    )  # a step's messages stay together
+
+
+# -- SQLite specifics ----------------------------------------------------------------
+
+
+async def test_sqlite_file_is_in_wal_mode_and_memory_works(tmp_path: Path) -> None:
+    import sqlite3
+
+    from orchestrator.storage import open_storage
+
+    path = tmp_path / "wal.db"
+    async with open_storage(f"sqlite:///{path}") as s:
+        await new_thread(s)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    async with open_storage("sqlite://:memory:") as mem:
+        thread = await new_thread(mem)
+        await mem.append_messages(thread.id, [msg(thread.id, "in memory")])
+        assert await contents(mem, thread.id) == ["in memory"]
+
+
+async def test_using_a_closed_storage_says_so(tmp_path: Path) -> None:
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    with pytest.raises(StorageError, match="not open"):
+        await SQLiteStorage(str(tmp_path / "x.db")).get_thread("thr_1")
