@@ -8,6 +8,7 @@ server). New commands join with `@main.command()`.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,125 @@ def _summary(defs: Definitions) -> str:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+@main.command()
+@click.argument("agent")
+@click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
+@click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True,
+              help="Config YAML; repeat to merge a local override over the base.")  # fmt: skip
+@click.option("--model", help="Run every prompt on this model alias, live (e.g. fast, smart).")
+@click.option("--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette.")
+@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), help="Replay a recorded cassette instead of calling providers.")
+@click.option("-m", "--message", "messages", multiple=True, help="A person's message (ai_human agents); repeat for several turns.")
+@click.option("--arg", "args", multiple=True, help="A creation argument KEY=VALUE (VALUE may be JSON).")
+@click.option("--db", help="Storage URL or SQLite path (default: the config's runtime.storage).")
+@click.option("--log-level", default="WARNING", show_default=True, help="Structured logs go to stderr at this level.")
+def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, record: str | None, replay_file: str | None,
+        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str) -> None:  # fmt: skip
+    """Run a conversation with AGENT and show it live.
+
+    With no --model, agents on the embedded `demo` model replay their shipped
+    cassette (cassettes/AGENT.json), so this works offline with no API key.
+    """
+    import asyncio
+
+    from .logs import configure_logging
+    from .session import SessionOptions, default_cassette, run_session
+
+    configure_logging(log_level)
+    if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
+        cassette = default_cassette(agent)
+        if not cassette.exists():
+            raise click.ClickException(f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass --model ALIAS to run it live, or --replay FILE")
+        replay_file = str(cassette)
+        click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
+    interactive = not messages and sys.stdin.isatty()
+    options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
+                             messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
+                             storage=(db or ":memory:") if replay_file else db, interactive=interactive)  # fmt: skip
+    try:
+        asyncio.run(run_session(options))
+    except Exception as exc:  # one clear line, not a traceback
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    if record:
+        click.echo(f"recorded to {record}", err=True)
+
+
+@main.command()
+@click.argument("cassette", type=click.Path(exists=True, dir_okay=False))
+@click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
+@click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True)
+@click.option("--quiet", is_flag=True, help="Only print the verdict.")
+def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> None:
+    """Re-run a recorded session and report whether its messages and tool calls match."""
+    import asyncio
+
+    from providers.cassette import load_cassette
+
+    from .logs import configure_logging
+    from .session import SessionOptions, compare, run_session, transcript
+
+    configure_logging("ERROR")
+    meta = load_cassette(cassette).metadata
+    if "agent" not in meta:
+        raise click.ClickException(f"{cassette}: no 'agent' in the cassette's metadata; record it with `orchestrator run AGENT --record FILE`")
+    options = SessionOptions(agent=meta["agent"], path=path, config=configs, replay=cassette, messages=meta.get("messages", []),
+                             arguments=meta.get("arguments") or None, storage=":memory:", show=not quiet)  # fmt: skip
+    try:
+        _, messages = asyncio.run(run_session(options))
+    except Exception as exc:
+        raise click.ClickException(f"replay failed: {type(exc).__name__}: {exc}") from None
+    problems = compare(meta.get("transcript", []), transcript(messages))
+    for problem in problems:
+        click.echo(problem)
+    if problems:
+        raise click.ClickException(f"{cassette}: {len(problems)} difference(s) from the recording")
+    click.echo(f"{cassette}: replay matches the recording ({len(messages)} messages)")
+
+
+def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:
+    from providers.config import load_config
+
+    from .loader import load_definitions
+
+    definitions, config = load_definitions(path), load_config(*configs)
+    target = definitions.agents.get(agent)
+    if target is None:
+        raise click.ClickException(f"unknown agent {agent!r}; known agents: {', '.join(sorted(definitions.agents)) or 'none'}")
+    sides = [s for s in (target.side_a, target.side_b) if s is not None]
+    return all(config.model_info(definitions.prompts[s.prompt].model).provider_type == "scripted" for s in sides)
+
+
+def _recorded_messages(cassette: str | None) -> tuple[str, ...]:
+    if cassette is None:
+        return ()
+    from providers.cassette import load_cassette
+
+    return tuple(load_cassette(cassette).metadata.get("messages", []))
+
+
+def _parse_args(pairs: tuple[str, ...]) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--arg")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out or None
+
+
+def _register_commands() -> None:
+    """Commands that live beside the code they drive (each imports lazily)."""
+    from .server.cli import serve
+
+    main.add_command(serve)
+
+
+_register_commands()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -86,15 +86,17 @@ class Dispatcher:
 
     async def _run_queue(self, parent: ToolCall, queue: list[tuple[str, dict[str, Any]]]) -> list[Message]:
         stored: list[Message] = []
+        count = 0
         while queue:
             name, args = queue.pop(0)
-            call = ToolCall(id=f"queued_{uuid.uuid4().hex[:12]}", name=name, arguments=json.dumps(args))
+            count += 1  # ids derive from the parent's, so a replayed run sends the same request
+            call = ToolCall(id=f"{parent.id}_queued_{count}", name=name, arguments=json.dumps(args))
             limit = self._settings.max_queued_tools
             if self._queued_runs >= limit:
                 result, more = ToolResult.fail(f"queue limit reached: at most {limit} queued tools run per step; {name!r} was not run"), []
             else:
                 self._queued_runs += 1
-                result, more = await self._await_or_abort(asyncio.create_task(self._run_call(call, depth=0)))
+                result, more = await self._await_or_abort(asyncio.create_task(self._run_call(call, depth=0, queued=True)))
             announce = Message(
                 thread_id=self._step.state.thread_id, side=self._step.side, role="assistant",
                 tool_calls=[call], depth=self._step.depth, metadata={"queued_by": parent.id},
@@ -106,8 +108,9 @@ class Dispatcher:
         return stored
 
     # -- one call ----------------------------------------------------------
-    async def _run_call(self, call: ToolCall, *, depth: int, chain: tuple[str, ...] = ()) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
-        target = self._step.callables.get(call.name)
+    async def _run_call(self, call: ToolCall, *, depth: int, chain: tuple[str, ...] = (), queued: bool = False) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+        # A queued tool was allowed by its caller's `uses`, not by the prompt's tools.
+        target = self._services.definitions.tools.get(call.name) if queued else self._step.callables.get(call.name)
         if target is None:
             known = ", ".join(sorted(self._step.callables)) or "none"
             return ToolResult.fail(f"Unknown tool {call.name!r}. Available tools: {known}."), []

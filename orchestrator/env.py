@@ -61,7 +61,7 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {k: self.data(v) for k, v in value.items()}
+            return {self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.data(v) for v in value]
         return value

@@ -72,7 +72,8 @@ def _other(side: SideName) -> SideName:
 async def execute(services: Any, thread: ThreadRecord, *, person_message: str | None = None, on_start: Any = None) -> ExecutionResult:
     """Run one execution of `thread` under its lease (one execution per thread)."""
     agent = services.definitions.agents[thread.agent_id]
-    lease = await services.storage.acquire_lease(thread.id, services.owner, services.settings.lease_ttl)
+    owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
+    lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
     heartbeat = asyncio.create_task(_heartbeat(services, lease))
     try:
         await services.bus.attach(thread.id)
@@ -125,7 +126,11 @@ class _Execution:
         resuming = self.thread.status == "running"
         await self._save(status="running")
         self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
+        if not resuming and person_message is None and self.snap.forced_side is not None:
+            self.snap.current_side, self.snap.forced_side = self.snap.forced_side, None  # forced before it started
         try:
+            if resuming:
+                await self._republish_missing()
             pending = await self._resume_pending() if resuming else None
             if person_message is not None:
                 await self._person_turn(person_message)
@@ -287,6 +292,18 @@ class _Execution:
         raise Aborted(signal.reason or "aborted")
 
     # -- resuming after a crash ---------------------------------------------
+    async def _republish_missing(self) -> None:
+        """A crash between a message's commit and its event's write loses the
+        event; publish it now so subscribers replaying the log see every message."""
+        logged = {
+            e.data.get("id") for e in await self.services.storage.events_after(self.thread.id, 0)
+            if e.type in ("message_created", "tool_result") and isinstance(e.data, dict)
+        }
+        for message in self.execution.message_history:
+            if message.id not in logged:
+                kind = "tool_result" if message.role == "tool" else "message_created"
+                self._publish(kind, message.model_dump(mode="json"))
+
     async def _resume_pending(self) -> _Outcome | None:
         """Run the tool calls of the last stored step that have no stored result."""
         history = [m for m in self.execution.message_history if m.depth == 0]

@@ -20,6 +20,40 @@ _REDACTORS: weakref.WeakSet[Redactor] = weakref.WeakSet()
 
 def register_redactor(redactor: Redactor) -> None:
     _REDACTORS.add(redactor)
+    _install_record_factory()
+
+
+def redact_text(text: str) -> str:
+    for redactor in list(_REDACTORS):
+        if redactor.active:
+            text = redactor.text(text)
+    return text
+
+
+_factory_installed = False
+
+
+def _install_record_factory() -> None:
+    """Redact stdlib `logging` records too (tools and libraries log through it)."""
+    global _factory_installed
+    if _factory_installed:
+        return
+    _factory_installed = True
+    make_record = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        if any(r.active for r in list(_REDACTORS)):
+            try:
+                message = record.getMessage()
+            except Exception:  # a bad format string: leave it to logging to report
+                return record
+            redacted = redact_text(message)
+            if redacted != message:
+                record.msg, record.args = redacted, None
+        return record
+
+    logging.setLogRecordFactory(factory)
 
 
 def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:

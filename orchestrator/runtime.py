@@ -78,6 +78,7 @@ class Runtime:
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
         self._running: dict[str, ExecutionState] = {}
+        self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
 
     @classmethod
     def from_path(
@@ -200,7 +201,6 @@ class Thread:
     def __init__(self, runtime: Runtime, record: ThreadRecord) -> None:
         self._runtime = runtime
         self.record = record
-        self._forced: SideName | None = None
 
     @property
     def id(self) -> str:
@@ -221,43 +221,62 @@ class Thread:
 
     async def run(self) -> ExecutionResult:
         """Run a dual_ai thread until its execution stops."""
-        if self.agent.type != "dual_ai":
-            raise TypeError(f"thread {self.id} runs ai_human agent {self.record.agent_id!r}: use send(text) for the person's turn")
-        return await self._execute(None)
+        return await (await self.start())
 
     async def send(self, text: str) -> ExecutionResult:
         """The person's message (side b), then side a's turn."""
-        if self.agent.type != "ai_human":
-            raise TypeError(f"thread {self.id} runs dual_ai agent {self.record.agent_id!r}: use run()")
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError("send: text must be a non-empty string")
-        return await self._execute(text)
+        return await (await self.start(text))
 
-    async def _execute(self, person_message: str | None) -> ExecutionResult:
+    async def start(self, text: str | None = None) -> asyncio.Task[ExecutionResult]:
+        """Start an execution in the background; returns once it owns the thread.
+
+        Raises ThreadBusyError (or a bad-input error) right away instead of
+        through the task, so a server can answer 409 before it answers 202."""
+        self._check_kind(text)
         await self._runtime.open()
+        started = asyncio.Event()
 
-        def started(state: ThreadState) -> None:
+        def on_start(state: ThreadState) -> None:
             assert state.execution is not None
             self._runtime._running[self.id] = state.execution
-            if self._forced is not None:
-                state.execution.force_turn(self._forced)
-                self._forced = None
+            forced = self._runtime._forced.pop(self.id, None)
+            if forced is not None:
+                state.execution.force_turn(forced)
+            started.set()
 
+        task = asyncio.create_task(self._execute(text, on_start))
+        waiter = asyncio.create_task(started.wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if task.done() and not started.is_set():
+            task.result()  # raises ThreadBusyError and other early failures
+        return task
+
+    def _check_kind(self, text: str | None) -> None:
+        kind = self.agent.type
+        if text is None and kind != "dual_ai":
+            raise TypeError(f"thread {self.id} runs ai_human agent {self.record.agent_id!r}: use send(text) for the person's turn")
+        if text is not None and kind != "ai_human":
+            raise TypeError(f"thread {self.id} runs dual_ai agent {self.record.agent_id!r}: use run()")
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise ValueError("send: text must be a non-empty string")
+
+    async def _execute(self, person_message: str | None, on_start: Any) -> ExecutionResult:
         try:
-            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
+            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=on_start)
         finally:
             self._runtime._running.pop(self.id, None)
             self.record = await self._runtime.storage.get_thread(self.id)
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side` (after the current step, or at the next execution)."""
+        if side not in ("a", "b"):
+            raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
         execution = self.execution
         if execution is not None:
             execution.force_turn(side)
-        elif side in ("a", "b"):
-            self._forced = side
         else:
-            raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
+            self._runtime._forced[self.id] = side
 
     def stop(self, reason: str = "stopped") -> None:
         """Stop the running execution: cancels its model stream and tools."""

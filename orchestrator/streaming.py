@@ -166,8 +166,7 @@ class ProgressScanner:
         if c == '"':
             self._state = _KEY
             return p + 1
-        if c == "}":
-            return self._give_up(s)  # a "}" closes the object without the value
+        return self._give_up(s)  # "}" closes the object without the value; anything else is not JSON
 
     def _colon(self, s: str, pos: int) -> int:
         p = _WS.match(s, pos).end()

@@ -13,7 +13,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .messages import Message, SideName
+from .messages import Message, SideName, ToolCall
 
 #: Sent when a side would otherwise open with no user message (the first turn
 #: of a dual_ai conversation): most providers refuse a request without one.
@@ -46,13 +46,28 @@ def side_view(
     image_input: bool = False,
     attachment_data: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Provider-format messages for `side` at `depth` (OpenAI chat format, as LiteLLM takes)."""
+    """Provider-format messages for `side` at `depth` (OpenAI chat format, as LiteLLM takes).
+
+    The result is always a request providers accept: each assistant message
+    with tool calls is followed at once by one answer per call (results are
+    stored as they finish, so an injected message may sit between them in
+    storage); tools queued by a call are shown as calls of the same message;
+    empty assistant turns are left out; unparseable arguments are sent as
+    `{}`; a call without a stored result (stopped, failed or crashed before it
+    finished) is answered with a note."""
+    at_depth = [m for m in history if m.depth == depth]
+    results = {m.tool_call_id: m for m in at_depth if m.role == "tool"}
+    queued: dict[str, list[Message]] = {}
+    for m in at_depth:
+        if m.metadata.get("queued_by"):
+            queued.setdefault(m.metadata["queued_by"], []).append(m)
+    context = _Context(results, queued, image_input, attachment_data or {})
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
-    for message in history:
-        if message.depth != depth:
-            continue
+    for message in at_depth:
+        if message.role == "tool" or message.metadata.get("queued_by"):
+            continue  # shown right after the call they answer
         if message.side is None or message.side == side:
-            out.extend(_own(message, image_input, attachment_data or {}))
+            out.extend(_own(message, context))
         elif message.content and message.role in ("assistant", "user"):
             out.append({"role": "user", "content": message.content})
     if not any(m["role"] == "user" for m in out):
@@ -60,37 +75,73 @@ def side_view(
     return out
 
 
-def _own(message: Message, image_input: bool, attachment_data: Mapping[str, str]) -> list[dict[str, Any]]:
-    if message.role == "tool":
-        return _tool_result(message, image_input, attachment_data)
+class _Context:
+    def __init__(self, results: dict[str | None, Message], queued: dict[str, list[Message]], image_input: bool, attachment_data: Mapping[str, str]) -> None:
+        self.results = results
+        self.queued = queued
+        self.image_input = image_input
+        self.attachment_data = attachment_data
+
+
+def _arguments(text: str) -> str:
+    try:
+        return text if isinstance(json.loads(text or "{}"), dict) else "{}"
+    except ValueError:
+        return "{}"
+
+
+def _own(message: Message, context: _Context) -> list[dict[str, Any]]:
+    if message.role == "assistant" and not message.content and not message.tool_calls and not message.provider_blocks:
+        return []  # an empty response: providers refuse empty assistant turns
     entry: dict[str, Any] = {"role": message.role, "content": message.content or ""}
-    if message.role == "assistant" and message.tool_calls:
-        entry["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
-            for c in message.tool_calls
-        ]
-        if not message.content:
-            entry["content"] = None
     if message.provider_blocks:
         entry["provider_specific_fields"] = _merge_blocks(message.provider_blocks)
-    return [entry]
+    if message.role != "assistant" or not message.tool_calls:
+        return [entry]
+    calls = _with_queued(message.tool_calls, context)
+    entry["tool_calls"] = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.arguments)}} for c in calls
+    ]
+    if not message.content:
+        entry["content"] = None
+    answers: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for call in calls:
+        if call.provider_executed:
+            continue  # the provider's own result blocks travel in provider_specific_fields
+        result = context.results.get(call.id)
+        if result is None:
+            answers.append({"role": "tool", "tool_call_id": call.id, "content": f"Tool {call.name!r} did not finish (the execution was stopped)."})
+            continue
+        answer, parts = _tool_result(result, context)
+        answers.append(answer)
+        images.extend(parts)
+    if images:
+        answers.append({"role": "user", "content": [{"type": "text", "text": "Images returned by the tools above:"}, *images]})
+    return [entry, *answers]
 
 
-def _tool_result(message: Message, image_input: bool, attachment_data: Mapping[str, str]) -> list[dict[str, Any]]:
+def _with_queued(calls: Sequence[ToolCall], context: _Context) -> list[ToolCall]:
+    """The calls of a message plus, depth first, the tools they queued."""
+    out: list[ToolCall] = []
+    for call in calls:
+        out.append(call)
+        for announce in context.queued.get(call.id, []):
+            out.extend(_with_queued(announce.tool_calls or [], context))
+    return out
+
+
+def _tool_result(message: Message, context: _Context) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     text = message.content or ""
     images = [a for a in message.attachments if a.mime_type.startswith("image/")]
-    if images and not image_input:
-        text += "".join(f"\n[attached file: {a.name} ({a.mime_type}, {a.size} bytes)]" for a in images)
-    entries: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": message.tool_call_id, "content": text}]
-    if images and image_input:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": f"Images returned by tool {message.name}:"}]
-        for a in images:
-            data = attachment_data.get(a.id)
-            if data is not None:
-                parts.append({"type": "image_url", "image_url": {"url": f"data:{a.mime_type};base64,{data}"}})
-        if len(parts) > 1:
-            entries.append({"role": "user", "content": parts})
-    return entries
+    parts: list[dict[str, Any]] = []
+    for a in images:
+        data = context.attachment_data.get(a.id) if context.image_input else None
+        if data is None:
+            text += f"\n[attached file: {a.name} ({a.mime_type}, {a.size} bytes)]"
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{a.mime_type};base64,{data}"}})
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}, parts
 
 
 def _merge_blocks(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:

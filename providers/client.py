@@ -97,7 +97,7 @@ _BY_CLASS = {
 
 def classify_error(exc: BaseException) -> _Failure:
     """Sort an exception into transient (retry) or final (fallback / give up)."""
-    status = getattr(exc, "status_code", None)
+    status = getattr(exc, "provider_status_code", None) or getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     for cls in type(exc).__mro__:
         if cls.__name__ in _BY_CLASS:

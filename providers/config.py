@@ -134,6 +134,8 @@ class ProvidersConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     default_model: str | None = None
+    runtime: dict[str, Any] = Field(default_factory=dict)  # the runtime's settings, validated by orchestrator.settings
+    server: dict[str, Any] = Field(default_factory=dict)  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
 
     @model_validator(mode="after")
     def _references_hold(self, info: ValidationInfo) -> ProvidersConfig:

@@ -1,0 +1,76 @@
+"""`create_app(runtime)`: the FastAPI app serving the API, the WebSocket and the page.
+
+The app owns the background executions it starts (see `runs.py`) and stops
+them on shutdown. Everything else lives in the runtime: the app is a thin,
+authenticated face over `Runtime` and `Thread`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from ..runtime import Runtime
+from . import routes, ws
+from .auth import Authenticator, load_tokens
+from .errors import install_error_handlers
+from .limits import BodyLimit
+
+STATIC = Path(__file__).parent / "static"
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    tokens: Mapping[str, str] | None = None,
+    max_body_bytes: int = 1_000_000,
+    own_runtime: bool = False,
+) -> FastAPI:
+    """The server for `runtime`. Tokens (`{token: user_id}`) join those of env
+    ORCHESTRATOR_TOKENS; with none at all the server is open. `own_runtime`:
+    close the runtime when the app shuts down (the CLI's case)."""
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await runtime.open()
+        for token in state.auth.secrets():
+            runtime.services.redactor.add(token)
+        try:
+            yield
+        finally:
+            await state.runs.shutdown()
+            if own_runtime:
+                await runtime.close()
+
+    app = FastAPI(
+        title="orchestrator", version=_version(), lifespan=lifespan,
+        description="Create threads, run two-sided agents and watch them on a WebSocket (`/threads/{id}/events`).",
+    )
+    app.state.server = state
+    install_error_handlers(app)
+    app.include_router(routes.router)
+    app.include_router(ws.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    return app
+
+
+def _version() -> str:
+    try:
+        return version("orchestrator")
+    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        return "0"

@@ -1,0 +1,96 @@
+"""`orchestrator serve`: the API, the WebSocket and the page on one port.
+
+    orchestrator serve                                  # open server on 127.0.0.1:8000
+    orchestrator serve --scripted demo                  # offline demo: the built-in script
+    ORCHESTRATOR_TOKENS="tA:alice,tB:bob" orchestrator serve --host 0.0.0.0
+
+Models come from the config as usual; `--replay CASSETTE` serves recorded
+responses instead (one conversation's worth, consumed once), and
+`--scripted SCRIPT.json` a stateless scripted model that can answer many
+conversations at once (see `orchestrator.server.scripted`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@contextlib.contextmanager
+def _models(replay: str | None, scripted: str | None) -> Iterator[None]:
+    if replay and scripted:
+        raise click.UsageError("--replay and --scripted exclude each other: pick one source of model answers")
+    if replay:
+        from providers.cassette import replay as replaying
+
+        with replaying(replay):
+            yield
+    elif scripted:
+        from .scripted import DEMO_SCRIPT, scripted_model
+
+        try:
+            model = scripted_model(DEMO_SCRIPT if scripted == "demo" else scripted)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--scripted") from None
+        with model.serving():
+            yield
+    else:
+        yield
+
+
+def _storage_url(db: str | None) -> str | None:
+    if db is None or "://" in db:
+        return db
+    return f"sqlite:///{db}"
+
+
+def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
+    if tokens_file is None:
+        return None
+    import yaml
+
+    try:
+        data: Any = yaml.safe_load(tokens_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"{tokens_file}: {exc}", param_hint="--tokens-file") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise click.BadParameter(f"{tokens_file}: expected a mapping of token: user_id strings", param_hint="--tokens-file")
+    return data
+
+
+@click.option("--path", default="agents", show_default=True, type=click.Path(path_type=Path), help="The definitions folder.")
+@click.option("--config", multiple=True, default=("configs/default.yaml",), show_default=True, help="Config YAML (repeat to merge).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--db", default=None, help="Storage: a SQLite file or a postgresql:// URL (default: the config's).")
+@click.option("--replay", default=None, metavar="CASSETTE", help="Answer model requests from a recorded cassette.")
+@click.option("--scripted", default=None, metavar="SCRIPT.json", help="Answer from a scripted model ('demo': the built-in script).")
+@click.option("--tokens-file", default=None, type=click.Path(path_type=Path, dir_okay=False),
+              help="YAML mapping token: user_id (adds to env ORCHESTRATOR_TOKENS).")  # fmt: skip
+@click.option("--max-body-bytes", default=1_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | None, replay: str | None,
+           scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str) -> None:  # fmt: skip
+    """Serve the HTTP API, the per-thread WebSocket and the watch page."""
+    import uvicorn
+
+    from ..runtime import Runtime
+    from .app import create_app
+
+    tokens = _tokens(tokens_file)
+    with _models(replay, scripted):
+        runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
+        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True)
+        if not app.state.server.auth.enabled and host not in ("127.0.0.1", "localhost", "::1"):
+            click.echo(f"warning: no tokens configured and serving on {host}: anyone who can reach it sees every thread", err=True)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=64 * 1024, access_log=log_level == "debug")
+
+
+serve = click.command("serve")(_serve)
+
+if __name__ == "__main__":  # python -m orchestrator.server.cli
+    serve()

@@ -1,0 +1,304 @@
+"""The HTTP API: threads, their messages, values, env and controls; the catalog.
+
+Routes are thin: they check who is asking, find the thread (404 for a thread
+that is missing *or* belongs to someone else, so ids do not leak), and call
+the runtime. Long work (executions) goes to `Runs` and answers 202.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..definitions import MessageArgs, ToolDefinition
+from ..executor import ExecutionFailed, ExecutionResult
+from ..runtime import Runtime, Thread
+from ..storage.base import NotFoundError, ThreadBusyError
+from .auth import Authenticator, Principal
+from .errors import ApiError, error_responses
+from .runs import Runs
+from .schemas import (
+    ENV_NAME_PATTERN,
+    AgentList,
+    AgentOut,
+    Control,
+    CreateThread,
+    EnvList,
+    EnvOut,
+    ExecutionResultOut,
+    ForceTurn,
+    MessagesPage,
+    SendMessage,
+    SetEnv,
+    SetValue,
+    SideOut,
+    Started,
+    ThreadList,
+    ThreadOut,
+    ToolList,
+    ToolOut,
+    ValueOut,
+)
+
+_bearer_doc = HTTPBearer(auto_error=False, description="A token from ORCHESTRATOR_TOKENS (omit when the server runs without tokens)")
+_AUTH = error_responses(401)
+_THREAD = error_responses(401, 404, 422)
+
+ThreadId = Annotated[str, Path(min_length=1, max_length=200, description="Thread id, e.g. thr_...")]
+Key = Annotated[str, Path(min_length=1, max_length=256, description="Value key")]
+EnvName = Annotated[str, Path(pattern=ENV_NAME_PATTERN, description="Env value name")]
+Wait = Annotated[bool, Query(description="Wait for the execution to end and answer its result (200) instead of 202")]
+
+
+class ServerState:
+    """What every route needs, kept on `app.state.server`."""
+
+    def __init__(self, runtime: Runtime, auth: Authenticator) -> None:
+        self.runtime = runtime
+        self.auth = auth
+        self.runs = Runs(runtime)
+
+
+def server(request: Request) -> ServerState:
+    return request.app.state.server  # type: ignore[no-any-return]
+
+
+def principal(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_doc)] = None) -> Principal:
+    return server(request).auth.principal(request)
+
+
+Srv = Annotated[ServerState, Depends(server)]
+Who = Annotated[Principal, Depends(principal)]
+
+router = APIRouter()
+
+
+async def find_thread(srv: ServerState, who: Principal, thread_id: str) -> Thread:
+    """The thread if it exists and `who` may see it; else the same 404 either way."""
+    try:
+        thread = await srv.runtime.get_thread(thread_id)
+    except NotFoundError:
+        thread = None
+    if thread is None or not srv.auth.may_see(who, thread.record.user_id):
+        raise ApiError(404, "thread_not_found", f"thread {thread_id[:80]!r} not found", "path.thread_id")
+    return thread
+
+
+def thread_out(srv: ServerState, thread: Thread) -> ThreadOut:
+    record = thread.record
+    live = thread.execution
+    return ThreadOut(
+        id=record.id, agent=record.agent_id, agent_type=thread.agent.type, user_id=record.user_id,
+        arguments=record.arguments, status=record.status, running=srv.runs.running(record.id),
+        execution=live.snapshot if live is not None else record.execution, usage=record.usage,
+        created_at=record.created_at, updated_at=record.updated_at,
+    )
+
+
+# -- threads -----------------------------------------------------------------
+
+
+@router.post("/threads", status_code=201, response_model=ThreadOut, responses=error_responses(401, 403, 422), tags=["threads"])
+async def create_thread(body: CreateThread, srv: Srv, who: Who) -> ThreadOut:
+    """Create a thread of `agent`; with auth on, it belongs to the token's user."""
+    user_id = body.user_id
+    if srv.auth.enabled:
+        if user_id is not None and user_id != who.user_id:
+            raise ApiError(403, "forbidden_user", "body.user_id must be your own user id or omitted", "body.user_id")
+        user_id = who.user_id
+    if body.agent not in srv.runtime.definitions.agents:
+        known = ", ".join(sorted(srv.runtime.definitions.agents)) or "none"
+        raise ApiError(422, "unknown_agent", f"unknown agent {body.agent[:80]!r}; known agents: {known}", "body.agent")
+    try:
+        thread = await srv.runtime.create_thread(body.agent, body.arguments, user_id)
+    except (ValueError, TypeError) as exc:
+        raise ApiError(422, "invalid_arguments", str(exc), "body.arguments") from None
+    return thread_out(srv, thread)
+
+
+@router.get("/threads", response_model=ThreadList, responses=error_responses(401, 422), tags=["threads"])
+async def list_threads(
+    srv: Srv, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=10**9)] = 0
+) -> ThreadList:
+    """Your threads, newest first as storage orders them (all threads when auth is off)."""
+    records = await srv.runtime.list_threads(user_id=who.user_id if srv.auth.enabled else None, limit=limit, offset=offset)
+    threads = []
+    for record in records:
+        if record.agent_id in srv.runtime.definitions.agents:  # skip threads of agents no longer defined
+            threads.append(thread_out(srv, Thread(srv.runtime, record)))
+    return ThreadList(threads=threads)
+
+
+@router.get("/threads/{thread_id}", response_model=ThreadOut, responses=_THREAD, tags=["threads"])
+async def get_thread(thread_id: ThreadId, srv: Srv, who: Who) -> ThreadOut:
+    return thread_out(srv, await find_thread(srv, who, thread_id))
+
+
+# -- executions ----------------------------------------------------------------
+
+_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    202: {"model": Started, "description": "started; follow it on the WebSocket"},
+    200: {"model": ExecutionResultOut, "description": "with ?wait=true: how the execution ended"},
+    **error_responses(401, 404, 409, 422, 502),
+}
+
+
+@router.post("/threads/{thread_id}/messages", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"])
+async def send_message(thread_id: ThreadId, body: SendMessage, srv: Srv, who: Who, wait: Wait = False) -> JSONResponse:
+    """The person's message (ai_human threads), then side a's turn, in the background."""
+    thread = await find_thread(srv, who, thread_id)
+    _require_type(thread, "ai_human", "this thread's agent is dual_ai: POST /threads/{id}/run starts it")
+    return await _start(srv, thread, body.text, wait)
+
+
+@router.post("/threads/{thread_id}/run", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"])
+async def run_thread(thread_id: ThreadId, srv: Srv, who: Who, wait: Wait = False) -> JSONResponse:
+    """Run a dual_ai thread until its execution stops, in the background."""
+    thread = await find_thread(srv, who, thread_id)
+    _require_type(thread, "dual_ai", "this thread's agent is ai_human: POST /threads/{id}/messages sends the person's turn")
+    return await _start(srv, thread, None, wait)
+
+
+def _require_type(thread: Thread, expected: str, hint: str) -> None:
+    if thread.agent.type != expected:
+        raise ApiError(409, "wrong_agent_type", hint, "path.thread_id")
+
+
+async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool) -> JSONResponse:
+    try:
+        task = srv.runs.start(thread, text)
+    except ThreadBusyError as exc:
+        raise ApiError(409, "thread_busy", str(exc), "path.thread_id") from None
+    if not wait:
+        started = Started(thread_id=thread.id, events=f"/threads/{thread.id}/events")
+        return JSONResponse(started.model_dump(mode="json"), status_code=202)
+    try:
+        result = await asyncio.shield(task)  # a client that hangs up does not stop the run
+    except ThreadBusyError as exc:
+        raise ApiError(409, "thread_busy", str(exc), "path.thread_id") from None
+    except ExecutionFailed as exc:
+        raise ApiError(502, "execution_failed", str(exc)) from None
+    return JSONResponse(result_out(result).model_dump(mode="json"), status_code=200)
+
+
+def result_out(result: ExecutionResult) -> ExecutionResultOut:
+    return ExecutionResultOut(
+        thread_id=result.thread_id, flow_id=result.flow_id, stopped_by=result.stopped_by, reason=result.reason,
+        step_count=result.step_count, side_a_step_count=result.side_a_step_count, side_b_step_count=result.side_b_step_count,
+        usage=result.usage, output=result.output, new_messages=result.new_messages,
+    )
+
+
+@router.post("/threads/{thread_id}/stop", response_model=Control, responses=_THREAD, tags=["executions"])
+async def stop_thread(thread_id: ThreadId, srv: Srv, who: Who) -> Control:
+    thread = await find_thread(srv, who, thread_id)
+    stopped = srv.runs.stop(thread)
+    return Control(thread_id=thread.id, running=stopped, detail="stop requested" if stopped else "not running")
+
+
+@router.post("/threads/{thread_id}/force-turn", response_model=Control, responses=_THREAD, tags=["executions"])
+async def force_turn(thread_id: ThreadId, body: ForceTurn, srv: Srv, who: Who) -> Control:
+    """Give the next turn to `side`: after the current step, or at the next execution."""
+    thread = await find_thread(srv, who, thread_id)
+    now = srv.runs.force_turn(thread, body.side)
+    detail = f"side {body.side} takes the next turn" + ("" if now else " of the next execution")
+    return Control(thread_id=thread.id, running=now, detail=detail)
+
+
+# -- messages, values, env -------------------------------------------------------
+
+
+@router.get("/threads/{thread_id}/messages", response_model=MessagesPage, responses=_THREAD, tags=["threads"])
+async def get_messages(
+    thread_id: ThreadId, srv: Srv, who: Who,
+    limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    order: Literal["asc", "desc"] = "asc",
+    include_silent: bool = False,
+    max_depth: Annotated[int | None, Query(ge=0, le=100)] = None,
+) -> MessagesPage:
+    thread = await find_thread(srv, who, thread_id)
+    page = await thread.get_messages(limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth)
+    return MessagesPage(messages=page.messages, total=page.total, has_more=page.has_more)
+
+
+@router.get("/threads/{thread_id}/values/{key}", response_model=ValueOut, responses=_THREAD, tags=["threads"])
+async def get_value(thread_id: ThreadId, key: Key, srv: Srv, who: Who) -> ValueOut:
+    """The value stored under `key` (null when none is)."""
+    thread = await find_thread(srv, who, thread_id)
+    return ValueOut(key=key, value=await thread.state.get_value(key))
+
+
+@router.put("/threads/{thread_id}/values/{key}", response_model=ValueOut, responses=_THREAD, tags=["threads"])
+async def set_value(thread_id: ThreadId, key: Key, body: SetValue, srv: Srv, who: Who) -> ValueOut:
+    thread = await find_thread(srv, who, thread_id)
+    try:
+        await thread.state.set_value(key, body.value)
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_value", str(exc), "body.value") from None
+    return ValueOut(key=key, value=body.value)
+
+
+@router.get("/threads/{thread_id}/env", response_model=EnvList, responses=_THREAD, tags=["threads"])
+async def list_env(thread_id: ThreadId, srv: Srv, who: Who) -> EnvList:
+    """The thread's own env values; secrets by name and type only."""
+    thread = await find_thread(srv, who, thread_id)
+    values = await srv.runtime.storage.list_env("thread", thread.id)
+    return EnvList(env=[EnvOut(name=v.name, type=v.type, value=v.value if v.type == "text" else None) for v in values])
+
+
+@router.put("/threads/{thread_id}/env/{name}", response_model=EnvOut, responses=_THREAD, tags=["threads"])
+async def set_env(thread_id: ThreadId, name: EnvName, body: SetEnv, srv: Srv, who: Who) -> EnvOut:
+    """Set a thread env value. The answer never contains a secret's value."""
+    thread = await find_thread(srv, who, thread_id)
+    state = thread.state
+    try:
+        await state.set_env(name, body.value, body.type)
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_env", str(exc), "body") from None
+    kind = await state.env_type(name)
+    return EnvOut(name=name, type=kind, value=body.value if kind == "text" else None)
+
+
+# -- catalog -------------------------------------------------------------------
+
+
+@router.get("/agents", response_model=AgentList, responses=_AUTH, tags=["catalog"])
+async def list_agents(srv: Srv, who: Who) -> AgentList:
+    agents = []
+    for name, agent in sorted(srv.runtime.definitions.agents.items()):
+        args = agent.args if agent.args is not None and agent.args is not MessageArgs else None
+        agents.append(AgentOut(
+            name=name, type=agent.type, title=agent.title, side_a=_side(agent.side_a),
+            side_b=_side(agent.side_b) if agent.side_b else None, max_session_turns=agent.max_session_turns,
+            arguments=args.model_json_schema() if args is not None else None,
+        ))
+    return AgentList(agents=agents)
+
+
+def _side(side: Any) -> SideOut:
+    return SideOut(prompt=side.prompt, stop_on_response=side.stop_on_response, stop_tool=side.stop_tool,
+                   end_conversation_tool=side.end_conversation_tool, max_steps=side.max_steps)  # fmt: skip
+
+
+@router.get("/tools", response_model=ToolList, responses=_AUTH, tags=["catalog"])
+async def list_tools(srv: Srv, who: Who) -> ToolList:
+    """What models can call: tools, prompts, exposed agents, with their JSON schemas."""
+    from ..loader import callable_description, callable_kind
+    from ..schema import SchemaError, tool_parameters
+
+    defs = srv.runtime.definitions
+    tools = []
+    for name in defs.callable_names():
+        defn = defs.resolve_callable(name)
+        try:
+            parameters: dict[str, Any] | None = tool_parameters(defn.args, "openai")
+        except SchemaError:
+            parameters = None
+        progress = defn.progress_argument if isinstance(defn, ToolDefinition) else None
+        tools.append(ToolOut(name=name, kind=callable_kind(defn), description=callable_description(defn), parameters=parameters, progress_argument=progress))  # type: ignore[arg-type]
+    return ToolList(tools=tools)

@@ -1,0 +1,257 @@
+// The watch page: one thread, its events from the WebSocket, a few controls.
+// Plain DOM, no build step. Every string from the server goes in via
+// textContent, never innerHTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const LIFECYCLE = new Set(["thread_created", "execution_started", "turn_started", "step_started", "text_delta",
+  "tool_call_started", "message_created", "message_updated", "tool_result", "turn_ended", "execution_stopped",
+  "execution_failed", "stream_restarted", "model_fallback", "subagent_started"]);
+
+const view = { threadId: null, agentType: null, lastSeq: 0, ws: null, streaming: {}, toolCards: {},
+  sideSteps: { a: 0, b: 0 }, running: false, retry: 0 };
+
+function token() { return $("token").value.trim(); }
+
+async function api(method, path, body) {
+  const headers = { "Accept": "application/json" };
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const err = data.error || { message: res.statusText };
+    showError(`${err.message}${err.code ? " (" + err.code + ")" : ""}`);
+    throw new Error(err.message);
+  }
+  showError(null);
+  return data;
+}
+
+function showError(text) {
+  $("error").hidden = !text;
+  $("error").textContent = text || "";
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function append(node) {
+  const box = $("messages");
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  box.appendChild(node);
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+// -- messages ---------------------------------------------------------------
+
+function sideName(side) { return $(side === "a" ? "side-a-name" : "side-b-name").textContent; }
+
+function bubble(side, text, extra) {
+  const node = el("div", `msg ${side ? "side-" + side : "injected"} ${extra || ""}`.trim());
+  node.appendChild(el("span", "who", side ? sideName(side) : "injected"));
+  node.appendChild(el("span", "text", text));
+  append(node);
+  return node;
+}
+
+function onDelta(data) {
+  if (data.depth > 0) return;
+  let node = view.streaming[data.side];
+  if (!node) node = view.streaming[data.side] = bubble(data.side, "", "streaming");
+  node.querySelector(".text").textContent += data.text;
+}
+
+function onMessage(m) {
+  if (m.role === "tool") return;  // shown on its tool card
+  const side = m.side;
+  const streaming = side ? view.streaming[side] : null;
+  if (streaming && m.depth === 0 && m.role === "assistant") {
+    delete view.streaming[side];
+    if (m.content) {
+      streaming.querySelector(".text").textContent = m.content;
+      streaming.classList.remove("streaming");
+    } else {
+      streaming.remove();
+    }
+    return;
+  }
+  if (!m.content) return;
+  const node = bubble(side, m.content, (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : ""));
+  node.dataset.seq = m.seq;
+}
+
+// -- tool calls -------------------------------------------------------------
+
+function onToolStarted(d) {
+  if (view.toolCards[d.id]) return;
+  const card = el("div", `tool-call side-${d.side || "a"}`);
+  card.dataset.name = d.name;
+  card.dataset.callId = d.id;
+  card.appendChild(el("span", "icon", "tool"));
+  card.appendChild(el("span", "name", d.name));
+  if (d.progress_argument) card.appendChild(el("span", "progress", `${d.progress_argument}: ${d.progress_value ?? "…"}`));
+  card.appendChild(el("span", "state", "running…"));
+  view.toolCards[d.id] = card;
+  // the streaming text of the same response stays above the card
+  append(card);
+}
+
+function onToolResult(m) {
+  let card = view.toolCards[m.tool_call_id];
+  if (!card) { onToolStarted({ id: m.tool_call_id, name: m.name, side: m.side }); card = view.toolCards[m.tool_call_id]; }
+  card.classList.add(m.tool_status === "error" ? "error" : "success");
+  card.querySelector(".state").textContent = m.tool_status === "error" ? "✗ error" : "✓ done";
+  if (!card.querySelector(".result")) card.appendChild(el("span", "result", m.content || ""));
+}
+
+// -- counters, status, logs ---------------------------------------------------
+
+function setCounters(snapshot) {
+  if (!snapshot) return;
+  $("step-count").textContent = snapshot.step_count;
+  $("side-a-steps").textContent = snapshot.side_a_step_count;
+  $("side-b-steps").textContent = snapshot.side_b_step_count;
+  $("turn-count").textContent = snapshot.turn_count;
+  view.sideSteps = { a: snapshot.side_a_step_count, b: snapshot.side_b_step_count };
+}
+
+function setRunning(running, status) {
+  view.running = running;
+  $("status").textContent = status;
+  $("stop").disabled = !running;
+  $("run").disabled = running || view.agentType !== "dual_ai";
+  $("force-a").disabled = $("force-b").disabled = !view.threadId;
+  $("send").disabled = running;
+}
+
+function log(listId, ev, detail) {
+  const item = el("li");
+  item.appendChild(el("strong", null, `#${ev.seq} ${ev.type}`));
+  if (detail) { item.appendChild(document.createTextNode(" ")); item.appendChild(el("code", null, detail)); }
+  const list = $(listId);
+  list.appendChild(item);
+  while (list.children.length > 200) list.removeChild(list.firstChild);
+  list.scrollTop = list.scrollHeight;
+}
+
+function brief(data) {
+  if (data === null || data === undefined) return "";
+  const text = typeof data === "string" ? data : JSON.stringify(data);
+  return text.length > 160 ? text.slice(0, 157) + "…" : text;
+}
+
+// -- events -------------------------------------------------------------------
+
+function handle(ev) {
+  if (ev.seq <= view.lastSeq) return;  // already shown (a reconnect overlaps)
+  view.lastSeq = ev.seq;
+  const d = ev.data || {};
+  switch (ev.type) {
+    case "text_delta": onDelta(d); return;
+    case "message_created": case "message_updated": onMessage(d); break;
+    case "tool_call_started": onToolStarted(d); break;
+    case "tool_result": onToolResult(d); break;
+    case "execution_started":
+      view.sideSteps = { a: 0, b: 0 };
+      $("step-count").textContent = $("side-a-steps").textContent = $("side-b-steps").textContent = "0";
+      setRunning(true, "running"); break;
+    case "step_started":
+      $("step-count").textContent = d.step;
+      view.sideSteps[d.side] += 1;
+      $(d.side === "a" ? "side-a-steps" : "side-b-steps").textContent = view.sideSteps[d.side];
+      break;
+    case "turn_started": $("turn-count").textContent = d.turn; break;
+    case "execution_stopped": setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`); break;
+    case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); break;
+  }
+  if (!LIFECYCLE.has(ev.type)) log("custom-events", ev, brief(ev.data));
+  log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
+}
+
+function connect() {
+  const id = view.threadId;
+  if (!id) return;
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const url = `${scheme}//${location.host}/threads/${encodeURIComponent(id)}/events?after=${view.lastSeq}`;
+  const ws = token() ? new WebSocket(url, ["bearer", token()]) : new WebSocket(url);
+  view.ws = ws;
+  $("connection").textContent = "connecting…";
+  ws.onopen = () => { view.retry = 0; $("connection").textContent = "live"; };
+  ws.onmessage = (msg) => handle(JSON.parse(msg.data));
+  ws.onclose = () => {
+    if (view.ws !== ws) return;  // replaced by another thread's socket
+    $("connection").textContent = "reconnecting…";
+    view.retry = Math.min(view.retry + 1, 5);
+    setTimeout(() => { if (view.ws === ws) connect(); }, 500 * view.retry);
+  };
+}
+
+// -- actions ------------------------------------------------------------------
+
+async function openThread(id) {
+  const thread = await api("GET", `/threads/${encodeURIComponent(id)}`);
+  if (view.ws) { const old = view.ws; view.ws = null; old.close(); }
+  Object.assign(view, { threadId: thread.id, agentType: thread.agent_type, lastSeq: 0, streaming: {}, toolCards: {} });
+  for (const list of ["messages", "custom-events", "event-log"]) $(list).replaceChildren();
+  $("thread-id").value = thread.id;
+  $("agent").value = thread.agent;
+  $("info-id").textContent = thread.id;
+  $("info-agent").textContent = `${thread.agent} (${thread.agent_type})`;
+  const agent = (window.agents || []).find((a) => a.name === thread.agent);
+  $("side-a-name").textContent = agent ? agent.side_a.prompt : "side a";
+  $("side-b-name").textContent = agent && agent.side_b ? agent.side_b.prompt : "person";
+  $("composer").hidden = thread.agent_type !== "ai_human";
+  setCounters(thread.execution);
+  setRunning(thread.running, thread.status);
+  history.replaceState(null, "", `#thread=${thread.id}`);
+  connect();
+}
+
+async function loadAgents() {
+  const { agents } = await api("GET", "/agents");
+  window.agents = agents;
+  const selected = $("agent").value;
+  $("agent").replaceChildren(...agents.map((a) => {
+    const option = el("option", null, `${a.title || a.name} — ${a.type}`);
+    option.value = a.name;
+    return option;
+  }));
+  if (selected) $("agent").value = selected;
+}
+
+function control(path, body) {
+  return () => view.threadId && api("POST", `/threads/${encodeURIComponent(view.threadId)}${path}`, body).catch(() => {});
+}
+
+function init() {
+  $("token").value = localStorage.getItem("orchestrator.token") || "";
+  $("token").addEventListener("change", () => { localStorage.setItem("orchestrator.token", token()); loadAgents().catch(() => {}); });
+  $("new-thread").onclick = async () => {
+    const thread = await api("POST", "/threads", { agent: $("agent").value }).catch(() => null);
+    if (thread) await openThread(thread.id);
+  };
+  $("open-thread").onclick = () => openThread($("thread-id").value.trim()).catch(() => {});
+  $("run").onclick = control("/run");
+  $("stop").onclick = control("/stop");
+  $("force-a").onclick = control("/force-turn", { side: "a" });
+  $("force-b").onclick = control("/force-turn", { side: "b" });
+  $("composer").onsubmit = async (e) => {
+    e.preventDefault();
+    const text = $("message-input").value;
+    if (!text.trim() || !view.threadId) return;
+    const ok = await api("POST", `/threads/${encodeURIComponent(view.threadId)}/messages`, { text }).catch(() => null);
+    if (ok) $("message-input").value = "";
+  };
+  $("message-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("thread");
+  loadAgents().then(() => wanted && openThread(wanted)).catch(() => {});
+}
+
+init();

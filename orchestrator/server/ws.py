@@ -1,0 +1,80 @@
+"""The per-thread WebSocket: `/threads/{id}/events?after=SEQ`.
+
+Each frame is one event as JSON (`thread_id`, `seq`, `type`, `data`, `at`).
+A client that reconnects with the last `seq` it saw gets what it missed, then
+the live stream, each event once (the bus guarantees it; see `events.py`).
+Auth and ownership are checked before the handshake is accepted, so a
+stranger's token gets the same HTTP 404 as on the REST routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from ..runtime import Thread
+from .auth import WS_PROTOCOL
+from .errors import ApiError, error_response
+from .routes import ServerState, find_thread
+
+router = APIRouter()
+
+
+@router.websocket("/threads/{thread_id}/events")
+async def thread_events(websocket: WebSocket, thread_id: str) -> None:
+    srv: ServerState = websocket.app.state.server
+    try:
+        after = _after(websocket.query_params.get("after", "0"))
+        who = srv.auth.principal(websocket)
+        thread = await find_thread(srv, who, thread_id)
+    except ApiError as exc:
+        await _deny(websocket, exc)
+        return
+    offered = [p.strip() for p in websocket.headers.get("sec-websocket-protocol", "").split(",")]
+    await websocket.accept(subprotocol=WS_PROTOCOL if offered and offered[0] == WS_PROTOCOL else None)
+    pump = asyncio.create_task(_pump(websocket, thread, after))
+    drain = asyncio.create_task(_drain(websocket))
+    try:
+        await asyncio.wait({pump, drain}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (pump, drain):
+            task.cancel()
+        for task in (pump, drain):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    with contextlib.suppress(Exception):
+        await websocket.close()
+
+
+def _after(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 2**62:
+        raise ApiError(422, "invalid_request", "must be a non-negative integer (the last seq you saw)", "query.after")
+    return value
+
+
+async def _pump(websocket: WebSocket, thread: Thread, after: int) -> None:
+    async for event in thread.events(after=after):
+        await websocket.send_text(event.model_dump_json())
+
+
+async def _drain(websocket: WebSocket) -> None:
+    """Read (and ignore) client frames until the client goes away."""
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+
+
+async def _deny(websocket: WebSocket, exc: ApiError) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        await websocket.send_denial_response(error_response(exc.status, exc.code, exc.message, exc.field, headers))
+    else:  # server without the denial extension: close before accepting, code 4000 + HTTP status
+        await websocket.close(code=4000 + exc.status, reason=exc.message[:120])

@@ -1,0 +1,111 @@
+"""End to end: headless Chromium drives the watch page against a live server.
+
+The server runs the shipped `agents/` on the built-in scripted demo model
+(`serve --scripted demo`), so the `support_demo` conversation is the same
+every time. Skipped only when Debian's chromium is not installed
+(`apt-get install -y chromium`); Playwright drives it, never downloads one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.runtime import Runtime
+from orchestrator.server.app import create_app
+from orchestrator.server.scripted import DEMO_SCRIPT, scripted_model
+from orchestrator.server.testing import LiveServer
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    runtime = Runtime.from_path(ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'e2e.db'}")
+    app = create_app(runtime, tokens={"e2e-token": "e2e-user"}, own_runtime=True)
+    with scripted_model(DEMO_SCRIPT).serving(), LiveServer(app) as live:
+        yield live
+
+
+@pytest.fixture
+def page(server: LiveServer) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(20_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def _sign_in(page: object, server: LiveServer) -> None:
+    page.goto(server.url + "/")  # type: ignore[attr-defined]
+    page.fill("#token", "e2e-token")  # type: ignore[attr-defined]
+    page.dispatch_event("#token", "change")  # type: ignore[attr-defined]
+    page.wait_for_selector("#agent option[value=support_demo]", state="attached")  # type: ignore[attr-defined]
+
+
+def test_watch_and_drive_a_dual_ai_conversation(server: LiveServer, page: object) -> None:
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    _sign_in(p, server)
+    p.select_option("#agent", "support_demo")
+    p.click("#new-thread")
+    expect(p.locator("#info-agent")).to_contain_text("support_demo (dual_ai)")
+    expect(p.locator("#composer")).to_be_hidden()  # no person on a dual_ai thread
+    expect(p.locator("#connection")).to_have_text("live")
+    p.click("#run")
+
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation (side b)")
+    expect(p.locator(".msg.side-a").first).to_contain_text("How can I help you today?")
+    expect(p.locator(".msg.side-b").first).to_contain_text("My order A1002 has been processing")
+    tool = p.locator(".tool-call[data-name=lookup_order]")
+    expect(tool.locator(".progress")).to_have_text("order_id: A1002")
+    expect(tool.locator(".state")).to_have_text("✓ done")
+    expect(tool.locator(".result")).to_contain_text('"status": "processing"')
+    expect(p.locator(".tool-call[data-name=end_chat] .state")).to_have_text("✓ done")
+    expect(p.locator("#step-count")).to_have_text("5")
+    expect(p.locator("#side-a-steps")).to_have_text("3")
+    expect(p.locator("#side-b-steps")).to_have_text("2")
+    expect(p.locator(".msg.streaming")).to_have_count(0)
+    assert p.locator(".msg.side-a").count() == 3 and p.locator(".msg.side-b").count() == 2
+    ARTIFACTS.mkdir(exist_ok=True)
+    p.screenshot(path=str(ARTIFACTS / "e2e_support_demo.png"), full_page=True)
+
+    p.reload()  # a fresh page replays the whole thread from the event log
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation")
+    expect(p.locator(".tool-call[data-name=lookup_order] .progress")).to_have_text("order_id: A1002")
+    assert p.locator(".msg.side-b").count() == 2
+
+
+def test_person_types_into_an_ai_human_thread(server: LiveServer, page: object) -> None:
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    _sign_in(p, server)
+    p.select_option("#agent", "support_chat")
+    p.click("#new-thread")
+    expect(p.locator("#composer")).to_be_visible()
+    expect(p.locator("#run")).to_be_disabled()
+    expect(p.locator("#connection")).to_have_text("live")
+    p.fill("#message-input", "Hello, where is my order?")
+    p.press("#message-input", "Enter")
+    expect(p.locator(".msg.side-b").first).to_contain_text("Hello, where is my order?")
+    expect(p.locator(".msg.side-a").first).to_contain_text("How can I help you today?")
+    expect(p.locator("#status")).to_contain_text("stopped: rest")
+    ARTIFACTS.mkdir(exist_ok=True)
+    p.screenshot(path=str(ARTIFACTS / "e2e_support_chat.png"), full_page=True)
