@@ -260,8 +260,10 @@ def _parse_args(pairs: tuple[str, ...]) -> dict[str, Any] | None:
 def _register_commands() -> None:
     """Commands that live beside the code they drive (each imports lazily)."""
     from .server.cli import serve
+    from .worker_cli import worker
 
     main.add_command(serve)
+    main.add_command(worker)
 
 
 _register_commands()

@@ -6,6 +6,12 @@ high-rate ephemeral ones (`text_delta`) only go to live subscribers and a
 bounded in-memory ring. A subscriber that reconnects with the last number it saw
 gets the stored events after it (plus ring events still held), then the live
 stream, each once and in order.
+
+With a broker (`use_broker`, see orchestrator/broker.py) every event also goes
+to a cross-process stream, `subscribe` reads that stream, and `attach` re-reads
+the thread's last seq each time, because another process may have published
+since: several processes then share one thread's numbering, one at a time (the
+lease decides which).
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from .env import Redactor
 from .messages import Event
-from .storage.base import Storage
+from .storage.base import StepWrite, Storage, StorageError
+
+if TYPE_CHECKING:
+    from .broker import RedisBroker
 
 EPHEMERAL_EVENTS = frozenset({"text_delta"})
 _RING_SIZE = 2048
@@ -39,16 +48,60 @@ class _Channel:
 
 
 class EventBus:
-    def __init__(self, storage: Storage, redactor: Redactor) -> None:
+    def __init__(self, storage: Storage, redactor: Redactor, broker: RedisBroker | None = None) -> None:
         self._storage = storage
         self._redactor = redactor
         self._channels: dict[str, _Channel] = {}
+        self._broker = broker
+        self._fences: dict[str, int] = {}  # thread -> lease token of the execution this process runs
+
+    def fence(self, thread_id: str, token: int | None) -> None:
+        """Write this thread's events under `token` (its execution's lease), so a
+        stale owner's late events are refused like its other writes."""
+        if token is None:
+            self._fences.pop(thread_id, None)
+        else:
+            self._fences[thread_id] = token
+
+    def use_broker(self, broker: RedisBroker | None) -> None:
+        """Fan events out across processes through `broker` (None: this process only)."""
+        self._broker = broker
 
     async def attach(self, thread_id: str) -> None:
         """Load the thread's last sequence number; call before publishing."""
-        if thread_id not in self._channels:
+        if self._broker is not None:
+            await self._attach_shared(thread_id, self._broker)
+        elif thread_id not in self._channels:
             last = await self._storage.last_event_seq(thread_id)
             self._channels.setdefault(thread_id, _Channel(last))
+
+    async def _attach_shared(self, thread_id: str, broker: RedisBroker) -> None:
+        """Continue the numbering from wherever any process left it. A publisher
+        that died leaves the log and the stream uneven: stored events it never
+        streamed go to the stream, durable events it streamed but never stored
+        go to the log, so both hold what live clients saw."""
+        streamed = await broker.claim(thread_id)
+        stored = await self._storage.last_event_seq(thread_id)
+        if stored > streamed:
+            await broker.backfill(thread_id, self._storage)
+        elif streamed > stored:
+            for event in await broker.events_between(thread_id, stored, None):
+                if event.type not in EPHEMERAL_EVENTS:
+                    try:
+                        await self._storage.append_events([event])
+                    except StorageError:  # its writer got there after all
+                        pass
+        ch = self._channels.setdefault(thread_id, _Channel(0))
+        ch.seq = max(ch.seq, stored, streamed)
+
+    def detach(self, thread_id: str) -> None:
+        """Forget a thread this process stopped publishing for (another process
+        may publish next); kept while it has subscribers or unwritten events."""
+        ch = self._channels.get(thread_id)
+        if ch is not None and not ch.subscribers and not ch.pending and ch.flushing is None:
+            del self._channels[thread_id]
+            if self._broker is not None:
+                self._broker.forget(thread_id)
 
     def publish(self, thread_id: str, type: str, data: Any = None, *, defer: bool = False) -> Event:
         """Number and fan out an event. Durable events are written soon after,
@@ -63,6 +116,8 @@ class EventBus:
         ch.ring.append(event)
         for queue in ch.subscribers:
             queue.put_nowait(event)
+        if self._broker is not None:
+            self._broker.publish(event)
         if type not in EPHEMERAL_EVENTS:
             ch.pending.append(event)
             if not defer and ch.flushing is None:
@@ -78,15 +133,25 @@ class EventBus:
         return events
 
     async def flush(self, thread_id: str) -> None:
+        await self._write_pending(thread_id)
+        if self._broker is not None:
+            await self._broker.drain()
+
+    async def _write_pending(self, thread_id: str) -> None:
         events = self.take_pending(thread_id)
-        if events:
+        if not events:
+            return
+        token = self._fences.get(thread_id)
+        if token is None:
             await self._storage.append_events(events)
+        else:
+            await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
 
     async def _flush_soon(self, thread_id: str) -> None:
         ch = self._channels[thread_id]
         try:
             await asyncio.sleep(0)  # let a step that is about to commit take them first
-            await self.flush(thread_id)
+            await self._write_pending(thread_id)
         except Exception:  # the log must not take the executor down
             _log.exception("event_flush_failed", thread_id=thread_id)
         finally:
@@ -94,6 +159,11 @@ class EventBus:
 
     async def subscribe(self, thread_id: str, after: int = 0) -> AsyncIterator[Event]:
         """Events with seq > after: the missed ones first, then live, each once."""
+        if self._broker is not None:
+            await self._storage.last_event_seq(thread_id)  # unknown thread: NotFoundError now
+            async for event in self._broker.subscribe(thread_id, after, self._storage):
+                yield event
+            return
         await self.attach(thread_id)
         ch = self._channels[thread_id]
         queue: asyncio.Queue[Event] = asyncio.Queue()

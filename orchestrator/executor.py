@@ -82,12 +82,16 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, history)
         execution.lease_token = lease.token
+        services.bus.fence(thread.id, lease.token)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state)
         return await _Execution(services, thread, agent, state, execution).go(person_message)
     finally:
         heartbeat.cancel()
+        with contextlib.suppress(Exception):
+            await services.bus.flush(thread.id)
+        services.bus.fence(thread.id, None)
         with contextlib.suppress(Exception):
             await services.storage.release_lease(lease)
 
@@ -244,7 +248,7 @@ class _Execution:
             for call in assembler.finish():
                 await self._fire_started(call, toolset, side, depth, fired)
 
-        await self._until_aborted(asyncio.create_task(consume()))
+        await self._until_aborted(consume())
         calls = [c.model_copy(update={"provider_executed": c.name in toolset.provider_tools or c.id.startswith("srvtoolu_")}) for c in assembler.tool_calls()]
         message = Message(
             thread_id=self.thread.id, side=side, role="assistant", content=assembler.text or None,
@@ -277,19 +281,23 @@ class _Execution:
         step = StepTools(self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         return await Dispatcher(self.services, step).run_calls(calls)
 
-    async def _until_aborted(self, task: asyncio.Task[Any]) -> Any:
+    async def _until_aborted(self, work: Any) -> Any:
+        """Await `work` in this task; the abort signal cancels it (no extra tasks per step)."""
         signal = self.execution.abort_signal
-        waiter = asyncio.create_task(signal.wait())
+        if signal.aborted:
+            work.close()
+            raise Aborted(signal.reason or "aborted")
+        task = asyncio.current_task()
+        assert task is not None
+        unregister = signal.on_abort(task.cancel)
         try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            return await work
+        except asyncio.CancelledError:
+            if signal.aborted and task.uncancel() == 0:
+                raise Aborted(signal.reason or "aborted") from None
+            raise
         finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task  # let the stream close its HTTP response
-        raise Aborted(signal.reason or "aborted")
+            unregister()
 
     # -- resuming after a crash ---------------------------------------------
     async def _republish_missing(self) -> None:

@@ -12,6 +12,7 @@ model client, settings, redactor), so each of them takes one argument.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -78,7 +79,8 @@ class Runtime:
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
         self._running: dict[str, ExecutionState] = {}
-        self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
+        self._forced: dict[str, SideName] = {}
+        self._broker: Any = None  # a RedisBroker when settings.redis is set  # force_turn at rest, applied when the next execution starts
 
     @classmethod
     def from_path(
@@ -109,6 +111,8 @@ class Runtime:
         async with self._open_lock:
             if self._services is None:
                 self._check_models()
+                if self.settings.gc_freeze:
+                    _freeze_heap_once()
                 await self.storage.open()
                 redactor = Redactor(_config_secrets(self.config))
                 register_redactor(redactor)
@@ -123,6 +127,11 @@ class Runtime:
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
                     owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
                 )
+                if self.settings.redis:
+                    from .broker import RedisBroker
+
+                    self._broker = await RedisBroker(self.settings.redis).open()
+                    self._services.bus.use_broker(self._broker)
         return self
 
     async def close(self) -> None:
@@ -130,6 +139,9 @@ class Runtime:
             for execution in list(self._running.values()):
                 execution.stop("runtime closed")
             await self._services.bus.close()
+            if self._broker is not None:
+                await self._broker.close()
+                self._broker = None
             await self.storage.close()
             self._services = None
 
@@ -262,10 +274,18 @@ class Thread:
             raise ValueError("send: text must be a non-empty string")
 
     async def _execute(self, person_message: str | None, on_start: Any) -> ExecutionResult:
+        mine: list[ExecutionState] = []
+
+        def started(state: ThreadState) -> None:
+            assert state.execution is not None
+            mine.append(state.execution)
+            on_start(state)
+
         try:
-            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=on_start)
+            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
         finally:
-            self._runtime._running.pop(self.id, None)
+            if mine and self._runtime._running.get(self.id) is mine[0]:
+                del self._runtime._running[self.id]  # only our own: a refused second run must not unregister the first
             self.record = await self._runtime.storage.get_thread(self.id)
 
     def force_turn(self, side: SideName) -> None:
@@ -296,6 +316,23 @@ class Thread:
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
         return self.record
+
+
+_heap_frozen = False
+
+
+def _freeze_heap_once() -> None:
+    """Move the import-time heap (LiteLLM leaves ~400k objects) out of the
+    collector's reach, so full collections stop pausing running conversations."""
+    global _heap_frozen
+    if _heap_frozen:
+        return
+    _heap_frozen = True
+    from providers.client import _litellm
+
+    _litellm()  # import it now rather than inside the first step
+    gc.collect()
+    gc.freeze()
 
 
 def _check_arguments(agent: AgentDefinition, arguments: dict[str, Any]) -> dict[str, Any]:

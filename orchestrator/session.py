@@ -39,9 +39,13 @@ class SessionOptions:
 
 
 def transcript(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The comparable form of a conversation: who said what, which tools were called."""
+    """The comparable form of a conversation: who said what, which tools were called.
+
+    A step's tools run concurrently, so a message a tool injects may be stored
+    before or after another tool's result; answers are listed right after the
+    call they answer (as requests show them), which makes the order stable."""
     out = []
-    for m in messages:
+    for m in _calls_then_answers(messages):
         entry: dict[str, Any] = {"side": m.side, "role": m.role, "depth": m.depth, "content": m.content}
         if m.tool_calls:
             entry["tool_calls"] = [{"name": c.name, "arguments": _loads(c.arguments)} for c in m.tool_calls]
@@ -50,6 +54,30 @@ def transcript(messages: Sequence[Message]) -> list[dict[str, Any]]:
             entry["status"] = m.tool_status
         out.append(entry)
     return out
+
+
+def _calls_then_answers(messages: Sequence[Message]) -> list[Message]:
+    answers = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    queued: dict[str, list[Message]] = {}
+    for m in messages:
+        if m.metadata.get("queued_by"):
+            queued.setdefault(m.metadata["queued_by"], []).append(m)
+    ordered: list[Message] = []
+
+    def add_with_answers(message: Message) -> None:
+        ordered.append(message)
+        for call in message.tool_calls or []:
+            if call.id in answers:
+                ordered.append(answers.pop(call.id))
+            for announce in queued.get(call.id, []):
+                add_with_answers(announce)
+
+    for m in messages:
+        if m.role == "tool" or m.metadata.get("queued_by"):
+            continue
+        add_with_answers(m)
+    ordered.extend(answers.values())  # answers whose call is not in the list
+    return ordered
 
 
 def _loads(text: str) -> Any:

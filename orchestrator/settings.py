@@ -13,6 +13,7 @@ class RuntimeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, description="Run every prompt on this model alias (the CLI's --model).")
+    redis: str | None = Field(default=None, description="Redis URL for cross-process event fan-out (servers + workers); None: in-process only.")
     storage: str = Field(default="sqlite:///orchestrator.db", description="Storage URL (sqlite:///path or postgresql://...)")
     tool_timeout: float = Field(default=60.0, gt=0, description="Seconds a tool may run unless it sets its own timeout.")
     max_tool_result_chars: int = Field(default=100_000, ge=1_000, description="Longer results are truncated with a note to the model.")
@@ -22,4 +23,5 @@ class RuntimeSettings(BaseModel):
     default_max_steps: int = Field(default=25, ge=1, description="A side's steps per turn when its Side sets no max_steps.")
     default_max_session_turns: int = Field(default=50, ge=1, description="Bound for agents that set no max_session_turns.")
     lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
+    gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")

@@ -34,6 +34,7 @@ class AbortSignal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self._callbacks: list[Callable[[], object]] = []
 
     @property
     def aborted(self) -> bool:
@@ -43,6 +44,13 @@ class AbortSignal:
         if not self._event.is_set():
             self.reason = reason
             self._event.set()
+            for callback in list(self._callbacks):
+                callback()
+
+    def on_abort(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call `callback` when the signal fires; returns a function that unregisters it."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     async def wait(self) -> None:
         await self._event.wait()

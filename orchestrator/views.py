@@ -145,11 +145,23 @@ def _tool_result(message: Message, context: _Context) -> tuple[dict[str, Any], l
 
 
 def _merge_blocks(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+    """Stored provider blocks in the shape LiteLLM replays to the provider:
+    server tool uses as `server_tool_calls`, web search results as
+    `web_search_results`, other server tool results as `tool_results`."""
+    fields: dict[str, Any] = {}
     for block in blocks:
-        for key, value in block.items():
-            if isinstance(value, list) and isinstance(merged.get(key), list):
-                merged[key] = merged[key] + value
-            else:
-                merged[key] = value
-    return merged
+        kind = block.get("type")
+        if kind == "server_tool_use":
+            call = {"id": block.get("id"), "type": "function", "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}}
+            fields.setdefault("server_tool_calls", []).append(call)
+        elif kind == "web_search_tool_result":
+            fields.setdefault("web_search_results", []).append(block)
+        elif isinstance(kind, str) and kind.endswith("_tool_result"):
+            fields.setdefault("tool_results", []).append(block)
+        else:
+            for key, value in block.items():  # anything else: as the provider sent it
+                if isinstance(value, list) and isinstance(fields.get(key), list):
+                    fields[key] = fields[key] + value
+                else:
+                    fields[key] = value
+    return fields

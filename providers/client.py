@@ -164,13 +164,19 @@ class UsageMeter:
 def _cost(model: ModelConfig, litellm_model: str, input_tokens: int, output_tokens: int, reported: float | None) -> float:
     if model.price is not None:
         return (input_tokens * model.price.input + output_tokens * model.price.output) / 1_000_000
+    if litellm_model in _UNPRICED:
+        return float(reported or 0.0)
     try:
         prompt_cost, completion_cost = _litellm().cost_per_token(
             model=litellm_model, prompt_tokens=input_tokens, completion_tokens=output_tokens
         )
         return float(prompt_cost + completion_cost)
     except Exception:  # model missing from the local cost map: unknown price, not an error
+        _UNPRICED.add(litellm_model)  # the lookup's exception path is slow; ask once per model
         return float(reported or 0.0)
+
+
+_UNPRICED: set[str] = set()
 
 
 # -- the client --------------------------------------------------------------
@@ -292,15 +298,21 @@ class ModelClient:
         # every gap between chunks, whatever transport (or mock) is underneath.
         response = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout)
         tally = _Tally(info)
+        loop = asyncio.get_running_loop()
         try:
             chunks = response.__aiter__()
-            while True:
-                try:
-                    chunk = await asyncio.wait_for(chunks.__anext__(), model.timeout)
-                except StopAsyncIteration:
-                    break
-                for item in tally.absorb(chunk):
-                    yield item
+            # One deadline, moved per chunk (a wait_for per chunk costs a task each);
+            # lifted while the consumer holds an item, so only the provider's gaps count.
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    deadline.reschedule(loop.time() + model.timeout)
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    deadline.reschedule(None)
+                    for item in tally.absorb(chunk):
+                        yield item
         finally:
             await _close(response)
         yield StreamEnd(

@@ -1,0 +1,187 @@
+"""Events and control across processes through Redis.
+
+Two Runtimes on one PostgreSQL, each with its own bus and its own Redis
+connections, stand for two processes: a worker that runs threads and a server
+whose subscribers watch them. (tests/test_multiprocess.py does it with real
+processes.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import respx
+
+import test_worker_support as support
+from orchestrator.broker import RedisBroker
+from orchestrator.messages import Event
+from orchestrator.queue import ExecutionQueue
+from orchestrator.runtime import Runtime
+from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.postgres import PostgresStorage
+from orchestrator.worker import Worker, submit
+from providers.config import config_from_dict
+from test_worker_support import PG_DSN, REDIS_URL, SCRIPTED_CONFIG, TOOL_RUNS, UniqueIdsModel, answer, duo_definitions, pg_schema, redis_prefix  # noqa: F401
+
+
+@pytest.fixture
+async def node(pg_schema: str, redis_prefix: str) -> AsyncIterator[Callable[..., Any]]:
+    """`runtime, broker = await node()`: one "process" (runtime + broker) on the shared database and Redis."""
+    router = respx.mock(assert_all_called=False)
+    router.start()
+    UniqueIdsModel(answer, tag="b").mount(router)
+    opened: list[Any] = []
+
+    async def make() -> tuple[Runtime, RedisBroker]:
+        storage = PostgresStorage(PG_DSN, schema=pg_schema)
+        runtime = Runtime(duo_definitions(), config=config_from_dict(SCRIPTED_CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=5))
+        await runtime.open()
+        broker = await RedisBroker(REDIS_URL, prefix=redis_prefix, block_ms=500).open()
+        runtime.services.bus.use_broker(broker)
+        opened.extend([runtime, broker])
+        return runtime, broker
+
+    try:
+        yield make
+    finally:
+        for item in reversed(opened):
+            await item.close()
+        router.stop()
+        TOOL_RUNS.clear()
+
+
+async def _collect(runtime: Runtime, thread_id: str, after: int, until: Callable[[Event], bool]) -> list[Event]:
+    seen: list[Event] = []
+    thread = await runtime.get_thread(thread_id)
+    async with asyncio.timeout(30):
+        async for event in thread.events(after=after):
+            seen.append(event)
+            if until(event):
+                return seen
+    return seen
+
+
+def _stopped(event: Event) -> bool:
+    return event.type == "execution_stopped"
+
+
+async def _start_worker(runtime: Runtime, broker: RedisBroker) -> tuple[Worker, asyncio.Event, asyncio.Task[None], ExecutionQueue]:
+    queue = ExecutionQueue.for_storage(runtime.storage)  # type: ignore[arg-type]
+    worker = Worker(runtime, queue, broker=broker, concurrency=4, poll_interval=0.2)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    return worker, stop, task, queue
+
+
+async def test_a_subscriber_in_another_process_sees_every_event_once_in_order(node: Any) -> None:
+    server, _ = await node()
+    worker_rt, worker_broker = await node()
+    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
+    try:
+        threads = [await server.create_thread("duo") for _ in range(3)]
+        watchers = [asyncio.create_task(_collect(server, t.id, 0, _stopped)) for t in threads]
+        await asyncio.sleep(0.1)
+        for t in threads:
+            await submit(server, queue, t.id)
+        results = await asyncio.gather(*watchers)
+    finally:
+        stop.set()
+        await task
+        await queue.close()
+    for thread, seen in zip(threads, results, strict=True):
+        seqs = [e.seq for e in seen]
+        assert seqs == list(range(1, len(seqs) + 1))  # no gaps, no repeats: deltas included
+        types = [e.type for e in seen]
+        assert types[0] == "thread_created" and "text_delta" in types and types[-1] == "execution_stopped"
+        stored = await server.storage.events_after(thread.id, 0)
+        by_seq = {e.seq: e for e in seen}
+        assert all(by_seq[e.seq].type == e.type and by_seq[e.seq].data == e.data for e in stored)
+        created = [e.data["id"] for e in seen if e.type == "message_created"]
+        assert len(created) == len(set(created)) == 3  # three steps, each message announced once
+
+
+async def test_reconnecting_with_the_last_seq_resumes_without_repeats(node: Any) -> None:
+    server, _ = await node()
+    worker_rt, worker_broker = await node()
+    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
+    try:
+        thread = await server.create_thread("duo")
+        await submit(server, queue, thread.id)
+        first = await _collect(server, thread.id, 0, lambda e: e.type == "tool_result")
+        rest = await _collect(server, thread.id, first[-1].seq, _stopped)
+        whole = await _collect(server, thread.id, 0, _stopped)
+    finally:
+        stop.set()
+        await task
+        await queue.close()
+    assert [e.seq for e in first + rest] == [e.seq for e in whole] == list(range(1, len(whole) + 1))
+
+
+async def test_stored_events_a_dead_publisher_never_streamed_are_filled_in(node: Any) -> None:
+    runtime, broker = await node()
+    thread = await runtime.create_thread("duo")  # seq 1, streamed
+    await runtime.services.bus.flush(thread.id)
+    # a publisher that committed seqs 2..4 and died before sending them
+    lost = [Event(thread_id=thread.id, seq=s, type="custom", data={"n": s}) for s in (2, 3, 4)]
+    await runtime.storage.append_events(lost)
+    assert await broker.last_seq(thread.id) == 1
+    # ... and a live event after them, from whoever took over
+    await broker.append(thread.id, [Event(thread_id=thread.id, seq=6, type="custom", data={"n": 6})])
+    seen = await _collect(runtime, thread.id, 0, lambda e: e.seq == 6)
+    assert [e.seq for e in seen] == [1, 2, 3, 4, 6]
+    # attaching to publish repairs the stream itself, so live readers elsewhere get them too
+    await broker._r().delete(broker.stream_key(thread.id))
+    await broker.append(thread.id, [Event(thread_id=thread.id, seq=1, type="thread_created")])
+    await runtime.services.bus.attach(thread.id)
+    entries = await broker._r().xrange(broker.stream_key(thread.id))
+    assert [e[0] for e in entries] == [b"1-0", b"2-0", b"3-0", b"4-0"]
+    assert runtime.services.bus.publish(thread.id, "custom").seq == 5
+
+
+async def test_a_stale_publisher_cannot_rewrite_the_stream(node: Any) -> None:
+    runtime, stale = await node()
+    _, current = await node()
+    thread = await runtime.create_thread("duo")
+    await runtime.services.bus.flush(thread.id)
+    assert await stale.claim(thread.id) == 1  # an owner that will stall ...
+    assert await current.claim(thread.id) == 1  # ... and the one that took over
+    newer = [Event(thread_id=thread.id, seq=s, type="custom") for s in (2, 3)]
+    assert await current.append(thread.id, newer, epoch=current._epochs[thread.id]) == 2
+    late = [Event(thread_id=thread.id, seq=s, type="late") for s in (4, 5)]
+    assert await stale.append(thread.id, late, epoch=stale._epochs[thread.id]) == -1  # refused whole
+    repeat = [Event(thread_id=thread.id, seq=3, type="again")]
+    assert await current.append(thread.id, repeat, epoch=current._epochs[thread.id]) == 0  # ids only grow
+    assert [e.type for e in await _collect(runtime, thread.id, 1, lambda e: e.seq == 3)] == ["custom", "custom"]
+    assert await current.last_seq(thread.id) == 3
+
+
+async def test_stop_from_another_process_reaches_the_running_execution(node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "TOOL_DELAY", 60.0)  # the lookup tool hangs until stopped
+    server, server_broker = await node()
+    worker_rt, worker_broker = await node()
+    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
+    try:
+        thread = await server.create_thread("duo")
+        request_id = await submit(server, queue, thread.id)
+        async with asyncio.timeout(30):
+            while not TOOL_RUNS:
+                await asyncio.sleep(0.02)
+        assert await server_broker.stop(thread.id, "operator said so") == 1  # one worker listening
+        async with asyncio.timeout(30):
+            while (await queue.get(request_id)).status != "done":
+                await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await task
+        await queue.close()
+    record = await server.storage.get_thread(thread.id)
+    assert record.status == "stopped" and record.execution.reason == "operator said so"
+
+
+async def test_force_turn_checks_the_side(node: Any) -> None:
+    _, broker = await node()
+    with pytest.raises(ValueError, match="side must be 'a' or 'b'"):
+        await broker.force_turn("thr_x", "c")

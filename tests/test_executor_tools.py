@@ -1,0 +1,614 @@
+"""Tools calling tools, prompts and agents as tools, required variables, and
+the shipped demo: end to end through LiteLLM's streaming path.
+
+Each test drives the real loop on a scripted model served by respx and checks
+what the model received (`model.requests`: the JSON bodies LiteLLM sent),
+what storage kept, and which events were published.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+from support import definitions
+
+from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.definitions import VariableDefinition
+from orchestrator.settings import RuntimeSettings
+from orchestrator.views import OPENING_MESSAGE
+from providers.scripted import ScriptedCall, ScriptedResponse
+
+R = ScriptedResponse
+C = ScriptedCall
+ROOT = Path(__file__).resolve().parent.parent
+
+class Note(BaseModel):
+    text: str = ""
+
+
+class Q(BaseModel):
+    q: str = ""
+
+
+def _chat(tools: dict[str, Any], a_tools: tuple[str, ...], *, prompts: dict[str, Any] | None = None, agents: dict[str, Any] | None = None):
+    """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
+    all_prompts = {"pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools), **(prompts or {})}
+    all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
+    return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
+
+
+def _names(request: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def _collect_events(rt: Any, thread: Any) -> list[Any]:
+    """The thread's durable event log so far (text deltas are live-only)."""
+    return await rt.storage.events_after(thread.id, 0)
+
+
+# ---------------------------------------------------------------------------
+# 1. queue_tool
+# ---------------------------------------------------------------------------
+
+
+def _queue_defs(log: list[str]):
+    async def ship(state: Any, args: Q) -> ToolResult:
+        log.append("ship:start")
+        state.queue_tool("notify", {"text": f"shipped {args.q}"})
+        log.append("ship:end")
+        return ToolResult.ok(f"order {args.q} shipped")
+
+    async def notify(state: Any, args: Note) -> ToolResult:
+        log.append(f"notify:{args.text}")
+        return ToolResult.ok(f"notified: {args.text}")
+
+    async def sneaky(state: Any, args: Q) -> ToolResult:
+        state.queue_tool("notify", {"text": "not allowed"})
+        return ToolResult.ok("unreachable")
+
+    tools = {
+        "ship": define_tool(description="Ship an order", args=Q, execute=ship, uses=("notify",)),
+        "notify": define_tool(description="Notify the customer", args=Note, execute=notify),
+        "sneaky": define_tool(description="Queues what it may not", args=Q, execute=sneaky),
+    }
+    return _chat(tools, ("ship", "sneaky"))
+
+
+async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same_message(make_runtime: Any) -> None:
+    log: list[str] = []
+    script = [R(tool_calls=[C("ship", {"q": "A1"})]), R(text="Shipped and notified.")]
+    rt, model = await make_runtime(_queue_defs(log), script)
+    thread = await rt.create_thread("chat")
+    result = await thread.send("ship A1 please")
+
+    assert result.output == "Shipped and notified."
+    assert log == ["ship:start", "ship:end", "notify:shipped A1"]  # after the queuing tool returned
+    # the queued tool is not offered to the model: only its caller's `uses` allow it
+    assert _names(model.requests[0]) == ["ship", "sneaky"]
+
+    # the next request: one assistant message with both calls, each answer right after it
+    view = model.requests[1]["messages"]
+    assert [m["role"] for m in view] == ["system", "user", "assistant", "tool", "tool"]
+    assistant = view[2]
+    assert assistant["role"] == "assistant"
+    calls = assistant["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["ship", "notify"]
+    assert json.loads(calls[1]["function"]["arguments"]) == {"text": "shipped A1"}
+    assert view[3:] == [
+        {"role": "tool", "tool_call_id": calls[0]["id"], "content": "order A1 shipped"},
+        {"role": "tool", "tool_call_id": calls[1]["id"], "content": "notified: shipped A1"},
+    ]
+
+    # storage: the queued call is its own assistant message, tied to its parent call
+    stored = (await thread.get_messages()).messages
+    kinds = [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in stored]
+    assert kinds == [("user", None), ("assistant", "ship"), ("tool", "ship"), ("assistant", "notify"), ("tool", "notify"), ("assistant", None)]
+    announce = stored[3]
+    assert announce.metadata == {"queued_by": calls[0]["id"]} and announce.side == "a"
+    assert stored[4].tool_call_id == announce.tool_calls[0].id == calls[1]["id"]
+    assert stored[4].tool_status == "success"
+
+    events = await _collect_events(rt, thread)
+    results = [e.data["name"] for e in events if e.type == "tool_result"]
+    assert results == ["ship", "notify"]
+
+
+async def test_queue_tool_outside_uses_is_an_error_result_naming_the_rule(make_runtime: Any) -> None:
+    log: list[str] = []
+    script = [R(tool_calls=[C("sneaky", {"q": "x"})]), R(text="ok")]
+    rt, model = await make_runtime(_queue_defs(log), script)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+
+    [answer] = _tool_messages(model.requests[1])
+    assert answer["content"] == "queue_tool: tool 'sneaky' may not call 'notify'; add it to the tool's uses (now: empty)"
+    assert log == []  # nothing was queued, nothing ran
+    stored = (await thread.get_messages()).messages
+    assert [m.tool_status for m in stored if m.role == "tool"] == ["error"]
+    assert not [m for m in stored if m.metadata.get("queued_by")]
+
+
+# ---------------------------------------------------------------------------
+# 2. invoke_tool
+# ---------------------------------------------------------------------------
+
+
+def _invoke_defs():
+    async def outer(state: Any, args: Q) -> ToolResult:
+        inner_result = await state.invoke_tool("inner", {"q": args.q.upper()})
+        return ToolResult.ok(f"outer used [{inner_result.result}] ({inner_result.status})")
+
+    async def inner(state: Any, args: Q) -> ToolResult:
+        return ToolResult.ok(f"inner saw {args.q}")
+
+    async def rogue(state: Any, args: Q) -> ToolResult:
+        await state.invoke_tool("inner", {"q": "x"})
+        return ToolResult.ok("unreachable")
+
+    async def ping(state: Any, args: Q) -> ToolResult:
+        return await state.invoke_tool("pong", {"q": args.q})
+
+    async def pong(state: Any, args: Q) -> ToolResult:
+        return await state.invoke_tool("ping", {"q": args.q})
+
+    tools = {
+        "outer": define_tool(description="Uses inner", args=Q, execute=outer, uses=("inner",)),
+        "inner": define_tool(description="Inner", args=Q, execute=inner),
+        "rogue": define_tool(description="Invokes what it may not", args=Q, execute=rogue),
+        "ping": define_tool(description="Ping", args=Q, execute=ping, uses=("pong",)),
+        "pong": define_tool(description="Pong", args=Q, execute=pong, uses=("ping",)),
+    }
+    return _chat(tools, ("outer", "rogue", "ping"))
+
+
+async def test_invoke_tool_returns_the_result_to_the_caller(make_runtime: Any) -> None:
+    rt, model = await make_runtime(_invoke_defs(), [R(tool_calls=[C("outer", {"q": "abc"})]), R(text="done")])
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    [answer] = _tool_messages(model.requests[1])
+    assert answer["content"] == "outer used [inner saw ABC] (success)"
+    # an invoked tool's result is the caller's business: nothing of it is stored on its own
+    stored = (await thread.get_messages()).messages
+    assert [(m.role, m.name) for m in stored if m.role == "tool"] == [("tool", "outer")]
+    assert all(c.name == "outer" for m in stored for c in m.tool_calls or [])
+
+
+async def test_invoke_tool_outside_uses_and_cycles_are_clear_errors(make_runtime: Any) -> None:
+    script = [R(tool_calls=[C("rogue", {}), C("ping", {"q": "1"})]), R(text="done")]
+    rt, model = await make_runtime(_invoke_defs(), script)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    rogue, ping = _tool_messages(model.requests[1])
+    assert rogue["content"] == "invoke_tool: tool 'rogue' may not call 'inner'; add it to the tool's uses (now: empty)"
+    assert ping["content"] == "invoke_tool cycle: ping -> pong -> ping"
+    stored = (await thread.get_messages()).messages
+    assert [m.tool_status for m in stored if m.role == "tool"] == ["error", "error"]
+
+
+# ---------------------------------------------------------------------------
+# 3. a prompt as a tool
+# ---------------------------------------------------------------------------
+
+
+def _nested_prompt_defs(paths: list[list[str]]):
+    async def probe(state: Any, args: Q) -> ToolResult:
+        paths.append(list(state.execution.prompt_path))
+        return ToolResult.ok(f"probe {args.q}: depth {len(state.execution.prompt_path)}")
+
+    prompts = {
+        "researcher": define_prompt(prompt="You research {topic} carefully.", tool_description="Research a question", tools=("probe",), variables={"topic": "orders"}),
+    }
+    return _chat({"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("researcher", "probe"), prompts=prompts)
+
+
+async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime: Any) -> None:
+    paths: list[list[str]] = []
+    script = [
+        R(tool_calls=[C("researcher", {"message": "Why is A1 late?"})]),  # outer a
+        R(tool_calls=[C("probe", {"q": "inner"})]),  # nested researcher
+        R(text="A1 waits for stock."),  # nested researcher's final text
+        R(tool_calls=[C("probe", {"q": "outer"})]),  # outer a again
+        R(text="It waits for stock."),  # outer a answers
+    ]
+    rt, model = await make_runtime(_nested_prompt_defs(paths), script)
+    thread = await rt.create_thread("chat")
+    result = await thread.send("Where is A1?")
+    assert result.output == "It waits for stock."
+
+    # the nested request: the nested prompt's system prompt, the call's message as user text, its own tools
+    assert model.requests[1]["messages"] == [
+        {"role": "system", "content": "You research orders carefully."},
+        {"role": "user", "content": "Why is A1 late?"},
+    ]
+    assert _names(model.requests[1]) == ["probe"]
+    assert _names(model.requests[0]) == ["researcher", "probe"]
+    # its second request carries its own tool round, and nothing of the outer conversation
+    nested2 = model.requests[2]["messages"]
+    assert [m["role"] for m in nested2] == ["system", "user", "assistant", "tool"]
+    assert nested2[3]["content"] == "probe inner: depth 2"
+    # prompt_path grows during the nested loop and shrinks after it
+    assert paths == [["pa", "researcher"], ["pa"]]
+
+    # the outer model sees the nested final text as the tool result
+    outer = model.requests[3]["messages"]
+    assert [m["role"] for m in outer] == ["system", "user", "assistant", "tool"]
+    assert outer[2]["tool_calls"][0]["function"]["name"] == "researcher"
+    assert outer[3] == {"role": "tool", "tool_call_id": outer[2]["tool_calls"][0]["id"], "content": "A1 waits for stock."}
+    assert "probe inner" not in json.dumps(outer)  # the nested loop's messages stay at depth 1
+
+    every = (await thread.get_messages()).messages
+    nested = [m for m in every if m.depth == 1]
+    assert [(m.role, m.content) for m in nested] == [
+        ("user", "Why is A1 late?"), ("assistant", None), ("tool", "probe inner: depth 2"), ("assistant", "A1 waits for stock."),
+    ]
+    assert all(m.metadata.get("parent_call") == outer[2]["tool_calls"][0]["id"] for m in nested if m.role != "tool")
+    top = (await thread.get_messages(max_depth=0)).messages
+    assert [m.id for m in top] == [m.id for m in every if m.depth == 0] and len(top) == len(every) - 4
+    assert thread.record.execution.step_count == 5  # nested steps count as steps of the execution
+    events = await _collect_events(rt, thread)
+    started = [(e.data["name"], e.data["depth"]) for e in events if e.type == "tool_call_started"]
+    assert started == [("researcher", 0), ("probe", 1), ("probe", 0)]
+    created = [e.data["depth"] for e in events if e.type == "message_created"]
+    assert created.count(1) == 3  # the nested opening, call and answer (the result is a tool_result event)
+
+
+# ---------------------------------------------------------------------------
+# 4. an agent as a tool
+# ---------------------------------------------------------------------------
+
+
+class TripArgs(BaseModel):
+    city: str = Field(description="Where to")
+    days: int = Field(description="How long")
+
+
+def _agent_tool_defs(seen: list[tuple[str, str, dict[str, Any]]]):
+    async def read_args(state: Any) -> ToolResult:
+        seen.append((state.thread_id, state.execution.current_side, dict(state.arguments)))
+        return ToolResult.ok(f"arguments: {json.dumps(dict(state.arguments), sort_keys=True)}")
+
+    async def finish(state: Any) -> ToolResult:
+        return ToolResult.ok("finished")
+
+    prompts = {
+        "planner": define_prompt(prompt="Plan a trip to {city} for {days} days.", tool_description="planner", tools=("read_args",)),
+        "traveller": define_prompt(prompt="You are a traveller going to {city}.", tool_description="traveller", tools=("read_args", "finish")),
+    }
+    agents = {
+        "trip": define_agent(
+            type="dual_ai", side_a=Side("planner"), side_b=Side("traveller", end_conversation_tool="finish"),
+            expose_as_tool=True, tool_description="Plan a trip with a traveller", args=TripArgs, max_session_turns=4,
+        ),
+    }
+    tools = {
+        "read_args": define_tool(description="Read the thread's arguments", execute=read_args),
+        "finish": define_tool(description="Finish", execute=finish),
+    }
+    return _chat(tools, ("trip",), prompts=prompts, agents=agents)
+
+
+async def test_agent_as_a_tool_runs_a_child_thread_with_the_call_arguments(make_runtime: Any) -> None:
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+    script = [
+        R(tool_calls=[C("trip", {"city": "Oslo", "days": 3})]),  # parent a
+        R(tool_calls=[C("read_args", {})]),  # child a
+        R(text="Plan: three days in Oslo."),  # child a's answer
+        R(tool_calls=[C("read_args", {}), C("finish", {})]),  # child b ends the child conversation
+        R(text="Your trip is planned."),  # parent a
+    ]
+    rt, model = await make_runtime(_agent_tool_defs(seen), script)
+    thread = await rt.create_thread("chat", user_id="u1")
+    events_before = len(await _collect_events(rt, thread))
+    result = await thread.send("Plan me a trip")
+    assert result.output == "Your trip is planned."
+
+    # the tool schema comes from the agent's args model
+    [spec] = model.requests[0]["tools"]
+    assert spec["function"]["name"] == "trip" and set(spec["function"]["parameters"]["properties"]) == {"city", "days"}
+
+    threads = await rt.list_threads()
+    [child] = [t for t in threads if t.id != thread.id]
+    assert (child.agent_id, child.parent_id, child.depth, child.user_id) == ("trip", thread.id, 1, "u1")
+    assert child.arguments == {"city": "Oslo", "days": 3}
+    assert child.status == "completed" and child.execution.reason == "end_conversation"
+
+    # both child sides read the arguments from state, and see them in their prompts
+    assert seen == [(child.id, "a", {"city": "Oslo", "days": 3}), (child.id, "b", {"city": "Oslo", "days": 3})]
+    assert model.requests[1]["messages"][0] == {"role": "system", "content": "Plan a trip to Oslo for 3 days."}
+    assert model.requests[3]["messages"][0] == {"role": "system", "content": "You are a traveller going to Oslo."}
+    assert model.requests[3]["messages"][1:] == [{"role": "user", "content": "Plan: three days in Oslo."}]
+
+    # the child's final answer is the parent's tool result
+    parent_view = model.requests[4]["messages"]
+    call = parent_view[2]["tool_calls"][0]
+    assert parent_view[3] == {"role": "tool", "tool_call_id": call["id"], "content": "Plan: three days in Oslo."}
+
+    # the child's messages live in the child thread, not the parent's
+    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
+    assert [m.side for m in child_messages if m.role == "assistant"] == ["a", "a", "b"]
+    parent_messages = (await thread.get_messages()).messages
+    assert [(m.role, m.content) for m in parent_messages][-2:] == [("tool", "Plan: three days in Oslo."), ("assistant", "Your trip is planned.")]
+    started = [e for e in (await _collect_events(rt, thread))[events_before:] if e.type == "subagent_started"]
+    assert [e.data for e in started] == [{"thread_id": child.id, "agent": "trip", "call_id": call["id"]}]
+
+
+# ---------------------------------------------------------------------------
+# 5. required env variables
+# ---------------------------------------------------------------------------
+
+VAR = "ORCH_TEST_TOOLS_API_TOKEN"
+
+
+def _variable_defs(tokens: list[str]):
+    async def call_api(state: Any, args: Q) -> ToolResult:
+        token = await state.env(VAR)
+        tokens.append(token)
+        return ToolResult.ok(f"called with a {len(token)}-character token")
+
+    tool = define_tool(
+        description="Call the API", args=Q, execute=call_api,
+        variables=(VariableDefinition(name=VAR, description="API token for the order service"),),
+    )
+    return _chat({"call_api": tool}, ("call_api",))
+
+
+async def test_missing_required_variable_is_an_error_result_then_thread_env_lets_it_run(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VAR, raising=False)
+    tokens: list[str] = []
+    script = [R(tool_calls=[C("call_api", {})]), R(text="no token"), R(tool_calls=[C("call_api", {})]), R(text="worked")]
+    rt, model = await make_runtime(_variable_defs(tokens), script)
+    thread = await rt.create_thread("chat")
+
+    await thread.send("call it")
+    [answer] = _tool_messages(model.requests[1])
+    assert answer["content"] == f"Tool 'call_api' needs env value {VAR!r} (API token for the order service), which is not set"
+    assert tokens == []  # the tool never ran
+
+    await thread.state.set_env(VAR, "tok-123456", "secret")
+    assert (await rt.storage.get_env("thread", thread.id, VAR)).value == "tok-123456"
+    await thread.send("again")
+    answers = _tool_messages(model.requests[3])
+    assert answers[-1]["content"] == "called with a 10-character token"
+    assert tokens == ["tok-123456"]
+    stored = (await thread.get_messages()).messages
+    assert [m.tool_status for m in stored if m.role == "tool"] == ["error", "success"]
+    assert "tok-123456" not in json.dumps(model.requests)  # a secret never reaches the model
+
+
+# ---------------------------------------------------------------------------
+# 6. the shipped dual_ai demo on its cassette
+# ---------------------------------------------------------------------------
+
+
+def _without_injected(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in entries if e["side"] is not None]
+
+
+def _injected_within_its_step(entries: list[dict[str, Any]]) -> bool:
+    """The (one) injected message sits after the call that injected it and before the next text."""
+    at = next(i for i, e in enumerate(entries) if e["side"] is None)
+    call = next(i for i, e in enumerate(entries) if "update_context" in [c["name"] for c in e.get("tool_calls", [])])
+    after = next(i for i, e in enumerate(entries) if i > call and e["role"] == "assistant" and e["content"])
+    return call < at < after
+
+
+async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_path: Path) -> None:
+    from orchestrator.loader import load_definitions
+    from orchestrator.runtime import Runtime
+    from orchestrator.session import transcript
+    from orchestrator.storage.sqlite import SQLiteStorage
+    from providers.cassette import load_cassette, replay
+    from providers.config import load_config
+
+    defs = load_definitions(ROOT / "agents")
+    cassette = load_cassette(ROOT / "cassettes" / "support_demo.json")
+    runtime = Runtime(defs, config=load_config(ROOT / "configs" / "default.yaml"), storage=SQLiteStorage(str(tmp_path / "demo.db")))
+    async with runtime:
+        with replay(cassette) as replayer:
+            thread = await runtime.create_thread("support_demo")
+            result = await thread.run()
+            sent = [json.loads(call.request.content) for call in replayer.router.calls]  # reset on exit
+        assert replayer.remaining == 0  # every recorded request was made, each matching its recording
+        messages = (await thread.get_messages(include_silent=True)).messages
+        context = await thread.state.get_value("context:preferences")
+
+    assert (result.reason, result.stopped_by) == ("end_conversation", "b")
+    assert thread.record.status == "completed"
+    # update_context's injected message is stored while process_order may still run, so
+    # its place among that step's results varies from run to run (bugs.md E2): compare
+    # the rest exactly, and that message's place up to that step
+    got, expected = transcript(messages), cassette.metadata["transcript"]
+    assert _without_injected(got) == _without_injected(expected)
+    assert _injected_within_its_step(got) and _injected_within_its_step(expected)
+    assert context == {"shipping": "priority"}
+
+    a_prompt, b_prompt = defs.prompts["support_agent"].prompt, defs.prompts["customer"].prompt
+    a_requests = [r for r in sent if r["messages"][0]["content"] == a_prompt]
+    b_requests = [r for r in sent if r["messages"][0]["content"] == b_prompt]
+    assert len(a_requests) + len(b_requests) == len(sent) == 8 and len(b_requests) == 3
+    assert a_requests[0]["messages"][1:] == [{"role": "user", "content": OPENING_MESSAGE}]
+
+    a_texts = [m.content for m in messages if m.side == "a" and m.role == "assistant" and m.content]
+    b_texts = [m.content for m in messages if m.side == "b" and m.role == "assistant" and m.content]
+    injected = [m.content for m in messages if m.side is None and m.role == "system"]
+    assert injected == ['Updated preferences: {"shipping": "priority"}']
+
+    for request in b_requests:
+        assert _names(request) == ["end_chat"]
+        for m in request["messages"]:
+            # side b never sees side a's tool calls or results
+            assert m["role"] != "tool" and "tool_calls" not in m
+            assert m["role"] == "system" or m["content"] in a_texts + b_texts
+            assert m["role"] != "assistant" or m["content"] in b_texts
+            assert m["role"] != "user" or m["content"] in a_texts
+        assert "Kwame Mensah" not in json.dumps(request["messages"])  # lookup_customer's result is a's alone
+    for request in a_requests:
+        assert _names(request) == ["lookup_order", "lookup_customer", "process_order", "get_current_time", "update_context"]
+        users = [m["content"] for m in request["messages"] if m["role"] == "user" and m["content"] != OPENING_MESSAGE]
+        assert users == b_texts[: len(users)]  # b's text arrives as user, in order
+    # the system message update_context injected reaches both sides' next request
+    assert {"role": "system", "content": injected[0]} in a_requests[-1]["messages"]
+    assert {"role": "system", "content": injected[0]} in b_requests[-1]["messages"]
+    assert all({"role": "system", "content": injected[0]} not in r["messages"] for r in sent[:6])
+    # side a's last view: the queued notification is a call of the same message, answers right after
+    last_a = a_requests[-1]["messages"]
+    turn = next(i for i, m in enumerate(last_a) if [c["function"]["name"] for c in m.get("tool_calls") or []] == ["process_order", "send_notification", "update_context"])
+    assert [m["role"] for m in last_a[turn + 1 : turn + 5]] == ["tool", "tool", "tool", "system"]
+
+
+# ---------------------------------------------------------------------------
+# edges of the above
+# ---------------------------------------------------------------------------
+
+
+async def test_queued_tools_that_queue_more_are_bounded_per_step(make_runtime: Any) -> None:
+    ran: list[str] = []
+
+    async def chain(state: Any, args: Q) -> ToolResult:
+        ran.append(args.q)
+        state.queue_tool("chain", {"q": args.q + "+"})
+        return ToolResult.ok(f"chain {args.q}")
+
+    defs = _chat({"chain": define_tool(description="Queues itself", args=Q, execute=chain, uses=("chain",))}, ("chain",))
+    script = [R(tool_calls=[C("chain", {"q": "x"})]), R(text="stopped")]
+    rt, model = await make_runtime(defs, script, settings=RuntimeSettings(max_queued_tools=2))
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+
+    assert ran == ["x", "x+", "x++"]  # the call, then two queued runs
+    view = model.requests[1]["messages"]
+    calls = view[2]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"q": "x"}, {"q": "x+"}, {"q": "x++"}, {"q": "x+++"}]
+    answers = view[3:]
+    assert [a["tool_call_id"] for a in answers] == [c["id"] for c in calls]
+    assert [a["content"] for a in answers] == [
+        "chain x", "chain x+", "chain x++",
+        "queue limit reached: at most 2 queued tools run per step; 'chain' was not run",
+    ]
+
+
+async def test_invoke_tool_can_run_a_prompt_as_a_nested_loop(make_runtime: Any) -> None:
+    async def ask(state: Any, args: Q) -> ToolResult:
+        answer = await state.invoke_tool("expert", {"message": f"Explain {args.q}"})
+        return ToolResult.ok(f"the expert says: {answer.result}")
+
+    prompts = {"expert": define_prompt(prompt="You are an expert.", tool_description="Ask the expert")}
+    defs = _chat({"ask": define_tool(description="Ask", args=Q, execute=ask, uses=("expert",))}, ("ask",), prompts=prompts)
+    script = [R(tool_calls=[C("ask", {"q": "tides"})]), R(text="The moon pulls."), R(text="Tides: the moon.")]
+    rt, model = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    await thread.send("why tides?")
+    assert model.requests[1]["messages"] == [{"role": "system", "content": "You are an expert."}, {"role": "user", "content": "Explain tides"}]
+    assert "tools" not in model.requests[1]
+    [answer] = _tool_messages(model.requests[2])
+    assert answer["content"] == "the expert says: The moon pulls."
+    nested = (await thread.get_messages()).messages
+    assert [(m.depth, m.role, m.content) for m in nested if m.depth == 1] == [(1, "user", "Explain tides"), (1, "assistant", "The moon pulls.")]
+
+
+async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_runtime: Any) -> None:
+    async def probe(state: Any, args: Q) -> ToolResult:
+        return ToolResult.ok("more")
+
+    prompts = {"looper": define_prompt(prompt="Loop.", tool_description="Loops", tools=("probe",), max_steps=2)}
+    defs = _chat({"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("looper",), prompts=prompts)
+    script = [R(tool_calls=[C("looper", {"message": "go"})]), R(tool_calls=[C("probe", {})]), R(tool_calls=[C("probe", {})]), R(text="gave up")]
+    rt, model = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    result = await thread.send("x")
+    assert result.output == "gave up" and len(model.requests) == 4
+    [answer] = _tool_messages(model.requests[3])
+    assert answer["content"] == "prompt 'looper' did not finish within 2 steps"
+
+
+async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(make_runtime: Any) -> None:
+    prompts = {"helper_p": define_prompt(prompt="You help.", tool_description="helper")}
+    agents = {"helper": define_agent(type="ai_human", side_a=Side("helper_p"), expose_as_tool=True, tool_description="Ask the helper")}
+    defs = _chat({}, ("helper",), prompts=prompts, agents=agents)
+    script = [R(tool_calls=[C("helper", {"message": "Summarise order A1"})]), R(text="A1: shipped."), R(text="Done.")]
+    rt, model = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    await thread.send("x")
+    assert model.requests[1]["messages"] == [{"role": "system", "content": "You help."}, {"role": "user", "content": "Summarise order A1"}]
+    [answer] = _tool_messages(model.requests[2])
+    assert answer["content"] == "A1: shipped."
+    [child] = [t for t in await rt.list_threads() if t.parent_id == thread.id]
+    assert child.arguments == {"message": "Summarise order A1"} and child.status == "idle"
+    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
+    assert [(m.side, m.role, m.content) for m in child_messages] == [("b", "user", "Summarise order A1"), ("a", "assistant", "A1: shipped.")]
+
+
+async def test_optional_variable_missing_does_not_block_the_tool(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VAR, raising=False)
+
+    async def maybe(state: Any, args: Q) -> ToolResult:
+        return ToolResult.ok("ran without it")
+
+    tool = define_tool(description="Maybe", args=Q, execute=maybe, variables=(VariableDefinition(name=VAR, required=False),))
+    rt, model = await make_runtime(_chat({"maybe": tool}, ("maybe",)), [R(tool_calls=[C("maybe", {})]), R(text="ok")])
+    await (await rt.create_thread("chat")).send("go")
+    assert _tool_messages(model.requests[1])[0]["content"] == "ran without it"
+
+
+# ---------------------------------------------------------------------------
+# a tool's injected message racing the step's other results (bugs.md E2)
+# ---------------------------------------------------------------------------
+
+
+async def _race(make_runtime: Any, *, inject_first: bool) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Side a calls `work` and `note` together; `note` injects a system message
+    either before or after `work`'s result is stored (ordered by events, no sleeps)."""
+    import asyncio
+
+    from orchestrator import define_hook
+
+    work_stored, injected = asyncio.Event(), asyncio.Event()
+
+    async def work(state: Any, args: Q) -> ToolResult:
+        if inject_first:
+            await injected.wait()
+        return ToolResult.ok("worked")
+
+    async def note(state: Any, args: Q) -> ToolResult:
+        if not inject_first:
+            await work_stored.wait()
+        await state.inject_message(role="system", content="Context: VIP customer")
+        injected.set()
+        return ToolResult.ok("noted")
+
+    def after(state: Any, call: Any, result: Any) -> None:
+        if call.name == "work":
+            work_stored.set()
+
+    tools = {"work": define_tool(description="Work", args=Q, execute=work), "note": define_tool(description="Note", args=Q, execute=note)}
+    prompts = {"pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=("work", "note"))}
+    defs = definitions(tools=tools, prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
+                       hooks={"after_tool_call_success": define_hook("after_tool_call_success", after)})
+    rt, model = await make_runtime(defs, [R(tool_calls=[C("work", {}), C("note", {})]), R(text="Done.")], settings=RuntimeSettings(tool_timeout=5))
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    return model.requests, (await thread.get_messages()).messages
+
+
+async def test_injected_message_timing_does_not_change_what_the_model_sees(make_runtime: Any) -> None:
+    first_requests, first = await _race(make_runtime, inject_first=True)
+    later_requests, later = await _race(make_runtime, inject_first=False)
+    assert [m.role for m in first] != [m.role for m in later]  # storage order differs with timing...
+    assert first_requests == later_requests  # ...the requests do not
+    assert [m["role"] for m in later_requests[1]["messages"]] == ["system", "user", "assistant", "tool", "tool", "system"]
+
+
+async def test_transcript_does_not_depend_on_tool_timing(make_runtime: Any) -> None:
+    from orchestrator.session import compare, transcript
+
+    _, first = await _race(make_runtime, inject_first=True)
+    _, later = await _race(make_runtime, inject_first=False)
+    assert compare(transcript(first), transcript(later)) == []
