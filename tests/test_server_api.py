@@ -293,7 +293,6 @@ async def test_wrong_agent_type_and_bad_message(api: Any) -> None:
     _error(await client.post(f"/threads/{chat}/messages", params={"wait": "sure"}, json={"text": "x"}, headers=ALICE), 422, "invalid_request", "query.wait")
 
 
-@pytest.mark.xfail(reason="bugs.md S1: a side forced before the execution starts does not take the first turn", strict=True)
 async def test_force_turn_before_run_gives_side_b_the_first_turn(api: Any) -> None:
     client, _, model = await api([R(tool_calls=[C("end_chat", {"reason": "done"})])])
     tid = await _thread(client)

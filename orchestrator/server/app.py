@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
@@ -21,6 +22,7 @@ from . import routes, ws
 from .auth import Authenticator, load_tokens
 from .errors import install_error_handlers
 from .limits import BodyLimit
+from .runs import QueuedRuns
 
 STATIC = Path(__file__).parent / "static"
 
@@ -31,24 +33,38 @@ def create_app(
     tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = 1_000_000,
     own_runtime: bool = False,
+    queue: Any = None,
+    broker: Any = None,
 ) -> FastAPI:
     """The server for `runtime`. Tokens (`{token: user_id}`) join those of env
     ORCHESTRATOR_TOKENS; with none at all the server is open. `own_runtime`:
-    close the runtime when the app shuts down (the CLI's case)."""
+    close the runtime when the app shuts down (the CLI's case). With `queue`
+    (an ExecutionQueue) and `broker` (a RedisBroker), workers run the
+    executions and this process only serves (see docs/deployment.md)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
-    state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)))
+    if (queue is None) != (broker is None):
+        raise ValueError("create_app: pass both queue and broker (workers run executions) or neither")
+    runs = QueuedRuns(runtime, queue, broker) if queue is not None else None
+    state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)), runs)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.open()
         for token in state.auth.secrets():
             runtime.services.redactor.add(token)
+        if own_runtime and queue is not None:  # the CLI's queue and broker: ours to open and close
+            await queue.open()
+            await broker.open()
+            runtime.services.bus.use_broker(broker)
         try:
             yield
         finally:
             await state.runs.shutdown()
             if own_runtime:
+                if queue is not None:
+                    await queue.close()
+                    await broker.close()
                 await runtime.close()
 
     app = FastAPI(

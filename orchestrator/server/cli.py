@@ -73,8 +73,12 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
               help="YAML mapping token: user_id (adds to env ORCHESTRATOR_TOKENS).")  # fmt: skip
 @click.option("--max-body-bytes", default=1_000_000, show_default=True, type=click.IntRange(1))
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option("--queue", "use_queue", is_flag=True,
+              help="Workers run the executions: enqueue them in PostgreSQL (--db) and stream events from Redis (--redis).")  # fmt: skip
+@click.option("--redis", envvar="ORCHESTRATOR_REDIS", default=None, help="Redis URL for events across processes (with --queue).")
 def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | None, replay: str | None,
-           scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str) -> None:  # fmt: skip
+           scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str,
+           use_queue: bool, redis: str | None) -> None:  # fmt: skip
     """Serve the HTTP API, the per-thread WebSocket and the watch page."""
     import uvicorn
 
@@ -84,10 +88,24 @@ def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | 
     tokens = _tokens(tokens_file)
     with _models(replay, scripted):
         runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
-        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True)
+        queue, broker = _queue_and_broker(runtime, redis) if use_queue else (None, None)
+        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, queue=queue, broker=broker)
         if not app.state.server.auth.enabled and host not in ("127.0.0.1", "localhost", "::1"):
             click.echo(f"warning: no tokens configured and serving on {host}: anyone who can reach it sees every thread", err=True)
         uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=64 * 1024, access_log=log_level == "debug")
+
+
+def _queue_and_broker(runtime: Any, redis: str | None) -> tuple[Any, Any]:
+    from ..broker import RedisBroker
+    from ..queue import ExecutionQueue
+    from ..storage.postgres import PostgresStorage
+
+    if not isinstance(runtime.storage, PostgresStorage):
+        raise click.UsageError("--queue needs PostgreSQL storage: pass --db postgresql://...")
+    redis = redis or runtime.settings.redis
+    if not redis:
+        raise click.UsageError("--queue needs Redis for events across processes: pass --redis redis://... (or ORCHESTRATOR_REDIS)")
+    return ExecutionQueue.for_storage(runtime.storage), RedisBroker(redis)
 
 
 serve = click.command("serve")(_serve)

@@ -57,10 +57,10 @@ Wait = Annotated[bool, Query(description="Wait for the execution to end and answ
 class ServerState:
     """What every route needs, kept on `app.state.server`."""
 
-    def __init__(self, runtime: Runtime, auth: Authenticator) -> None:
+    def __init__(self, runtime: Runtime, auth: Authenticator, runs: Runs | None = None) -> None:
         self.runtime = runtime
         self.auth = auth
-        self.runs = Runs(runtime)
+        self.runs = runs or Runs(runtime)
 
 
 def server(request: Request) -> ServerState:
@@ -173,7 +173,7 @@ async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool)
         task = srv.runs.start(thread, text)
     except ThreadBusyError as exc:
         raise ApiError(409, "thread_busy", str(exc), "path.thread_id") from None
-    if not wait:
+    if not wait or srv.runs.queued:  # a worker runs it: follow it on the WebSocket
         started = Started(thread_id=thread.id, events=f"/threads/{thread.id}/events")
         return JSONResponse(started.model_dump(mode="json"), status_code=202)
     try:

@@ -24,6 +24,8 @@ _log = structlog.get_logger("orchestrator.server")
 
 
 class Runs:
+    queued = False  # True when workers run the executions (QueuedRuns)
+
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
@@ -96,3 +98,32 @@ class Runs:
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class QueuedRuns(Runs):
+    """Executions run by workers (`orchestrator worker`): starting one puts it on
+    the PostgreSQL queue; stop and force_turn travel to the worker holding the
+    thread through the broker. Busy threads are refused by the workers' leases."""
+
+    queued = True
+
+    def __init__(self, runtime: Runtime, queue: Any, broker: Any) -> None:
+        super().__init__(runtime)
+        self._queue = queue
+        self._broker = broker
+
+    def running(self, thread_id: str) -> bool:
+        return False  # only the workers know; the thread's status says "running"
+
+    def start(self, thread: Thread, text: str | None) -> asyncio.Task[Any]:
+        from ..worker import submit
+
+        return asyncio.get_running_loop().create_task(submit(self._runtime, self._queue, thread.id, text))
+
+    def force_turn(self, thread: Thread, side: SideName) -> bool:
+        asyncio.get_running_loop().create_task(self._broker.force_turn(thread.id, side))
+        return True
+
+    def stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
+        asyncio.get_running_loop().create_task(self._broker.stop(thread.id, reason))
+        return True
