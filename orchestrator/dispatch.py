@@ -27,6 +27,7 @@ from .messages import Message, SideName, ToolCall, new_id
 from .results import AttachmentRef, ToolAttachment, ToolResult
 from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError
+from .validation import describe
 
 NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int], Awaitable[ToolResult]]
 
@@ -233,7 +234,7 @@ def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[Bas
     try:
         return model.model_validate(drop_null_defaults(model, args)), None
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
+        problems = describe(exc)
         return None, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
 
 
@@ -250,7 +251,7 @@ def _coerce_result(name: str, raw: Any) -> ToolResult:
         try:
             return ToolResult.model_validate(raw)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            problems = describe(exc)
             return ToolResult.fail(f"Tool {name!r} returned an invalid result: {problems}")
     return ToolResult.fail(
         f"Tool {name!r} returned {type(raw).__name__}; expected a ToolResult or a dict with 'status' and 'result' or 'error'"

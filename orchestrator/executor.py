@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from pydantic import BaseModel, ConfigDict, Field
 
 from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
 
@@ -40,9 +41,11 @@ class ExecutionFailed(RuntimeError):
         self.result = result
 
 
-@dataclass
-class ExecutionResult:
-    """How an execution ended, shaped like a PydanticAI / Agents SDK run result."""
+class ExecutionResult(BaseModel):
+    """How an execution ended, shaped like a PydanticAI / Agents SDK run result
+    (and the JSON the server returns for it)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     thread_id: str
     flow_id: str
@@ -53,7 +56,7 @@ class ExecutionResult:
     side_b_step_count: int
     usage: Usage
     output: str | None = None  # the last AI text of the execution
-    new_messages: list[Message] = field(default_factory=list)
+    new_messages: list[Message] = Field(default_factory=list)
 
     @property
     def final_output(self) -> str | None:  # OpenAI Agents SDK spelling
@@ -123,7 +126,6 @@ class _Execution:
         self.execution = execution
         self.snap = execution.snapshot
         self.first_seq = max((m.seq for m in execution.message_history), default=0)
-        self._toolsets: dict[str, tuple[Any, Toolset]] = {}
 
     # -- execution: turns until something ends it ---------------------------
     async def go(self, person_message: str | None) -> ExecutionResult:
@@ -267,8 +269,9 @@ class _Execution:
             id=call.id, name=call.name, index=call.index, side=side, depth=depth,
             progress_argument=_progress_argument(toolset, call.name), progress_value=call.progress_value,
         )
-        self._publish("tool_call_started", start.model_dump())
         await self.services.hooks.call("tool_call_started", self.state, start)
+        self._publish("tool_call_started", start.model_dump())
+        await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
     async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int) -> list[Message]:
         if not calls:
@@ -336,11 +339,14 @@ class _Execution:
         return self.services.settings.model or prompt.model
 
     def _toolset(self, prompt: PromptDefinition) -> tuple[Any, Toolset]:
-        key = prompt.name or ""
-        if key not in self._toolsets:
-            info = self.services.client.model_info(self.model_alias(prompt))
-            self._toolsets[key] = (info, build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type))
-        return self._toolsets[key]
+        """The prompt's model and tools; built once per runtime (schemas cost milliseconds)."""
+        alias = self.model_alias(prompt)
+        key = (prompt.name or "", alias)
+        cache = self.services.toolsets
+        if key not in cache:
+            info = self.services.client.model_info(alias)
+            cache[key] = (info, build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type))
+        return cache[key]
 
     async def _image_data(self, history: list[Message]) -> dict[str, str]:
         import base64

@@ -18,7 +18,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideNam
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
 from .storage import Storage, StepWrite, open_storage
+from .validation import describe
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
 
@@ -49,6 +50,7 @@ class Services:
     redactor: Redactor
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
+    toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
 
     async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""
@@ -342,7 +344,7 @@ def _check_arguments(agent: AgentDefinition, arguments: dict[str, Any]) -> dict[
         try:
             arguments = agent.args.model_validate(arguments).model_dump(mode="json")
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            problems = describe(exc)
             raise ValueError(f"arguments for agent {agent.name!r}: {problems}") from None
     try:
         json.dumps(arguments)

@@ -186,11 +186,7 @@ async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool)
 
 
 def result_out(result: ExecutionResult) -> ExecutionResultOut:
-    return ExecutionResultOut(
-        thread_id=result.thread_id, flow_id=result.flow_id, stopped_by=result.stopped_by, reason=result.reason,
-        step_count=result.step_count, side_a_step_count=result.side_a_step_count, side_b_step_count=result.side_b_step_count,
-        usage=result.usage, output=result.output, new_messages=result.new_messages,
-    )
+    return result
 
 
 @router.post("/threads/{thread_id}/stop", response_model=Control, responses=_THREAD, tags=["executions"])

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..executor import ExecutionResult
 from ..messages import ExecutionSnapshot, Message, SideName, ThreadStatus, Usage
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -86,17 +87,7 @@ class Started(_Strict):
     events: str = Field(description="The WebSocket path streaming this thread's events")
 
 
-class ExecutionResultOut(_Strict):
-    thread_id: str
-    flow_id: str
-    stopped_by: SideName | None
-    reason: str
-    step_count: int
-    side_a_step_count: int
-    side_b_step_count: int
-    usage: Usage
-    output: str | None
-    new_messages: list[Message]
+ExecutionResultOut = ExecutionResult  # the runtime's own result model is the response
 
 
 class MessagesPage(_Strict):

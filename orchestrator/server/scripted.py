@@ -34,6 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
+from ..validation import describe
+
 DEMO_SCRIPT = Path(__file__).parent / "demo_script.json"
 
 
@@ -90,7 +92,7 @@ def load_script(path: str | Path) -> Script:
     try:
         return Script.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
+        problems = describe(exc, root="(top)")
         raise ValueError(f"{path}: {problems}") from None
 
 
