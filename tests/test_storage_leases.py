@@ -1,0 +1,244 @@
+"""Storage suite, part 2: leases and fencing, migrations, two clients of one database (both backends)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+from storage_backends import FakeClock, StorageFactory, fake_clock, storage, storage_factory  # noqa: F401
+
+from orchestrator.messages import Event, Message, ThreadRecord
+from orchestrator.storage import (
+    SchemaVersionError,
+    StaleLeaseError,
+    StepWrite,
+    Storage,
+    ThreadBusyError,
+)
+from orchestrator.storage._migrations import Migration, load_migrations, split_statements
+
+# -- helpers -----------------------------------------------------------------
+
+
+async def new_thread(storage: Storage, **fields: object) -> ThreadRecord:
+    return await storage.create_thread(ThreadRecord(agent_id="agent", **fields))  # type: ignore[arg-type]
+
+
+def msg(thread_id: str, content: str = "hi", **fields: object) -> Message:
+    fields.setdefault("role", "user")
+    return Message(thread_id=thread_id, content=content, **fields)  # type: ignore[arg-type]
+
+
+def ev(thread_id: str, seq: int, type: str = "step", data: object = None) -> Event:
+    return Event(thread_id=thread_id, seq=seq, type=type, data=data, at=float(seq))
+
+
+async def contents(storage: Storage, thread_id: str) -> list[str | None]:
+    page = await storage.get_messages(thread_id, include_silent=True)
+    return [m.content for m in page.messages]
+
+
+
+# -- leases ----------------------------------------------------------------------
+
+
+async def test_lease_lifecycle_with_a_fake_clock(storage: Storage, fake_clock: FakeClock) -> None:
+    thread = await new_thread(storage)
+    t0 = fake_clock.now
+    a = await storage.acquire_lease(thread.id, "A", ttl=30)
+    assert (a.owner, a.expires_at) == ("A", t0 + 30)
+
+    with pytest.raises(ThreadBusyError, match=rf"{thread.id}.*expires in 30") as busy:
+        await storage.acquire_lease(thread.id, "B", ttl=30)
+    assert "'A'" in str(busy.value)
+
+    fake_clock.advance(10)
+    again = await storage.acquire_lease(thread.id, "A", ttl=30)  # same owner: still its lease
+    assert (again.token, again.expires_at) == (a.token, t0 + 40)
+    renewed = await storage.renew_lease(again, ttl=60)
+    assert (renewed.token, renewed.expires_at) == (a.token, t0 + 70)
+
+    fake_clock.advance(59.9)
+    with pytest.raises(ThreadBusyError):
+        await storage.acquire_lease(thread.id, "B", ttl=30)
+    fake_clock.advance(0.2)  # now expired
+    b = await storage.acquire_lease(thread.id, "B", ttl=30)
+    assert b.token > a.token
+    with pytest.raises(StaleLeaseError, match=thread.id):
+        await storage.renew_lease(renewed, ttl=30)
+
+    await storage.release_lease(renewed)  # releasing a lost lease is a no-op ...
+    with pytest.raises(ThreadBusyError):  # ... B still holds it
+        await storage.acquire_lease(thread.id, "C", ttl=30)
+    await storage.release_lease(b)
+    with pytest.raises(StaleLeaseError):
+        await storage.renew_lease(b, ttl=30)
+    c = await storage.acquire_lease(thread.id, "C", ttl=30)  # free right after release
+    assert c.token > b.token
+
+    fake_clock.advance(31)  # expired, but nobody took it: the owner may still renew
+    c2 = await storage.renew_lease(c, ttl=5)
+    assert (c2.token, c2.expires_at) == (c.token, fake_clock.now + 5)
+
+    fake_clock.advance(6)
+    c3 = await storage.acquire_lease(thread.id, "C", ttl=5)  # same owner after expiry: a new hand-over
+    assert c3.token > c.token
+    with pytest.raises(ValueError, match="ttl"):
+        await storage.acquire_lease(thread.id, "C", ttl=0)
+
+
+async def test_leases_are_per_thread(storage: Storage) -> None:
+    one, two = await new_thread(storage), await new_thread(storage)
+    await storage.acquire_lease(one.id, "A", ttl=30)
+    assert (await storage.acquire_lease(two.id, "B", ttl=30)).owner == "B"
+
+
+def _contend(
+    path: str, owner: str, thread_ids: list[str], start: multiprocessing.synchronize.Event, out: multiprocessing.Queue
+) -> None:  # type: ignore[name-defined]
+    """Child process: race for every thread's lease on the shared file."""
+    import asyncio
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async def main() -> list[tuple[str, int]]:
+        won = []
+        async with SQLiteStorage(path) as s:
+            start.wait()
+            for tid in thread_ids:
+                try:
+                    won.append((tid, (await s.acquire_lease(tid, owner, ttl=600)).token))
+                except ThreadBusyError:
+                    pass
+        return won
+
+    out.put((owner, asyncio.run(main())))
+
+
+async def test_two_processes_contend_for_one_lease(tmp_path: Path) -> None:
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    path = str(tmp_path / "shared.db")
+    async with SQLiteStorage(path) as s:
+        thread_ids = [(await new_thread(s)).id for _ in range(30)]
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_contend, args=(path, f"proc-{i}", thread_ids, start, out)) for i in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    winners: dict[str, list[str]] = {}
+    for owner, won in results.items():
+        for tid, token in won:
+            assert token == 1
+            winners.setdefault(tid, []).append(owner)
+    assert sorted(winners) == sorted(thread_ids)  # every lease was taken ...
+    assert all(len(owners) == 1 for owners in winners.values()), winners  # ... by exactly one process
+
+
+# -- migrations --------------------------------------------------------------------
+
+# a "next version" migration, valid on both backends
+_V_EXTRA = """
+ALTER TABLE threads ADD COLUMN tags TEXT;
+CREATE TABLE audit (id INTEGER PRIMARY KEY, note TEXT);
+INSERT INTO audit (id, note) VALUES (1, 'v-next');
+"""
+
+
+async def test_migrations_upgrade_an_older_database(storage_factory: StorageFactory) -> None:
+    shipped = load_migrations(storage_factory.backend)
+    async with storage_factory.make(migrations=shipped[:1]) as v1:  # a database as version 1 wrote it
+        thread = await new_thread(v1, user_id="u1")
+        await v1.append_messages(thread.id, [msg(thread.id, "kept")])
+        await v1.set_value(thread.id, "k", [1, 2])
+    upgraded = [*shipped, Migration(len(shipped) + 1, "add_tags", _V_EXTRA)]
+    async with storage_factory.make(migrations=upgraded) as v2:
+        assert await v2.schema_version() == len(upgraded)  # type: ignore[attr-defined]
+        assert await v2.get_thread(thread.id) == thread
+        assert await contents(v2, thread.id) == ["kept"]
+        assert await v2.get_value(thread.id, "k") == [1, 2]
+        await v2.append_messages(thread.id, [msg(thread.id, "after upgrade")])
+    assert await storage_factory.scalar("SELECT note FROM audit WHERE id = 1") == "v-next"
+    assert await storage_factory.scalar("SELECT COUNT(*) FROM threads WHERE tags IS NULL") == 1
+    async with storage_factory.make(migrations=upgraded) as again:  # reopening applies nothing twice
+        assert await contents(again, thread.id) == ["kept", "after upgrade"]
+
+
+async def test_migrations_refuse_a_newer_database(storage_factory: StorageFactory) -> None:
+    shipped = load_migrations(storage_factory.backend)
+    newer = [*shipped, Migration(len(shipped) + 1, "add_tags", _V_EXTRA)]
+    async with storage_factory.make(migrations=newer):
+        pass
+    old_code = storage_factory.make()
+    with pytest.raises(SchemaVersionError) as err:
+        await old_code.open()
+    text = str(err.value)
+    assert storage_factory.location in text
+    assert f"schema version {len(newer)}" in text and f"up to {len(shipped)}" in text
+    await old_code.close()
+
+
+def test_migration_numbering_gaps_are_refused(tmp_path: Path) -> None:
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    with pytest.raises(ValueError, match="expected 2"):
+        SQLiteStorage(str(tmp_path / "x.db"), migrations=[Migration(1, "a", ""), Migration(3, "b", "")])
+
+
+def test_split_statements_respects_strings_and_triggers() -> None:
+    script = """
+    -- a comment; with a semicolon
+    CREATE TABLE t (x TEXT DEFAULT 'a;b');
+    CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET x = 'c;d'; END;
+    """
+    parts = split_statements(script)
+    assert len(parts) == 2
+    assert parts[0].endswith("DEFAULT 'a;b');") and parts[1].endswith("END;")
+
+
+# -- two clients of one database ---------------------------------------------------
+
+
+async def test_two_clients_race_for_leases(storage_factory: StorageFactory) -> None:
+    import asyncio
+
+    async with storage_factory.make() as one, storage_factory.make() as two:
+        thread_ids = [(await new_thread(one)).id for _ in range(20)]
+
+        async def take(client: Storage, owner: str, tid: str) -> str | None:
+            try:
+                await client.acquire_lease(tid, owner, ttl=60)
+                return owner
+            except ThreadBusyError:
+                return None
+
+        for tid in thread_ids:
+            winners = await asyncio.gather(take(one, "one", tid), take(two, "two", tid))
+            assert sum(w is not None for w in winners) == 1, (tid, winners)
+
+
+async def test_two_clients_appending_get_distinct_contiguous_seqs(storage_factory: StorageFactory) -> None:
+    import asyncio
+
+    async with storage_factory.make() as one, storage_factory.make() as two:
+        thread = await new_thread(one)
+
+        async def writer(client: Storage, name: str) -> None:
+            for i in range(15):
+                await client.commit(
+                    StepWrite(thread.id, new_messages=[msg(thread.id, f"{name}{i}"), msg(thread.id, f"{name}{i}+")])
+                )
+
+        await asyncio.gather(writer(one, "a"), writer(two, "b"))
+        page = await one.get_messages(thread.id)
+    assert [m.seq for m in page.messages] == list(range(1, 61))
+    by_content = {m.content: m.seq for m in page.messages}
+    assert all(
+        by_content[f"{n}{i}+"] == by_content[f"{n}{i}"] + 1 for n in "ab" for i in range(15)
+    )  # a step's messages stay together
