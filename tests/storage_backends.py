@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.messages import Event, Message, ThreadRecord
 from orchestrator.storage.base import Storage
 
 PG_DSN = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -133,3 +134,24 @@ async def storage_factory(
 async def storage(storage_factory: StorageFactory) -> AsyncIterator[Storage]:
     async with storage_factory.make() as opened:
         yield opened
+
+
+# -- helpers shared by the storage test modules -----------------------------
+
+
+async def new_thread(storage: Storage, **fields: object) -> ThreadRecord:
+    return await storage.create_thread(ThreadRecord(agent_id="agent", **fields))  # type: ignore[arg-type]
+
+
+def msg(thread_id: str, content: str = "hi", **fields: object) -> Message:
+    fields.setdefault("role", "user")
+    return Message(thread_id=thread_id, content=content, **fields)  # type: ignore[arg-type]
+
+
+def ev(thread_id: str, seq: int, type: str = "step", data: object = None) -> Event:
+    return Event(thread_id=thread_id, seq=seq, type=type, data=data, at=float(seq))
+
+
+async def contents(storage: Storage, thread_id: str) -> list[str | None]:
+    page = await storage.get_messages(thread_id, include_silent=True)
+    return [m.content for m in page.messages]

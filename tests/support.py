@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from orchestrator.loader import Definitions
 
@@ -16,3 +19,14 @@ def definitions(*, tools: dict | None = None, prompts: dict | None = None, agent
         agents={k: v.named(k) for k, v in (agents or {}).items()},
         hooks={k: v.named(k) for k, v in (hooks or {}).items()},
     )
+
+
+class Q(BaseModel):
+    """A one-field argument model for test tools."""
+
+    q: str = ""
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    """The tool names a model request offered."""
+    return [t["function"]["name"] for t in request.get("tools") or []]

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-from support import definitions
+from support import Q, definitions, tool_names
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.settings import RuntimeSettings
@@ -19,32 +18,10 @@ R = ScriptedResponse
 C = ScriptedCall
 ROOT = Path(__file__).resolve().parent.parent
 
-class Note(BaseModel):
-    text: str = ""
 
 
-class Q(BaseModel):
-    q: str = ""
 
 
-def _chat(tools: dict[str, Any], a_tools: tuple[str, ...], *, prompts: dict[str, Any] | None = None, agents: dict[str, Any] | None = None):
-    """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
-    all_prompts = {"pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools), **(prompts or {})}
-    all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
-    return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
-
-
-def _names(request: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in request.get("tools") or []]
-
-
-def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in request["messages"] if m["role"] == "tool"]
-
-
-async def _collect_events(rt: Any, thread: Any) -> list[Any]:
-    """The thread's durable event log so far (text deltas are live-only)."""
-    return await rt.storage.events_after(thread.id, 0)
 
 
 # ---------------------------------------------------------------------------
@@ -106,7 +83,7 @@ async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_pa
     assert injected == ['Updated preferences: {"shipping": "priority"}']
 
     for request in b_requests:
-        assert _names(request) == ["end_chat"]
+        assert tool_names(request) == ["end_chat"]
         for m in request["messages"]:
             # side b never sees side a's tool calls or results
             assert m["role"] != "tool" and "tool_calls" not in m
@@ -115,7 +92,7 @@ async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_pa
             assert m["role"] != "user" or m["content"] in a_texts
         assert "Kwame Mensah" not in json.dumps(request["messages"])  # lookup_customer's result is a's alone
     for request in a_requests:
-        assert _names(request) == ["lookup_order", "lookup_customer", "process_order", "get_current_time", "update_context"]
+        assert tool_names(request) == ["lookup_order", "lookup_customer", "process_order", "get_current_time", "update_context"]
         users = [m["content"] for m in request["messages"] if m["role"] == "user" and m["content"] != OPENING_MESSAGE]
         assert users == b_texts[: len(users)]  # b's text arrives as user, in order
     # the system message update_context injected reaches both sides' next request

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
-from support import definitions
+from support import Q, definitions, tool_names
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.definitions import VariableDefinition
@@ -29,9 +29,6 @@ class Note(BaseModel):
     text: str = ""
 
 
-class Q(BaseModel):
-    q: str = ""
-
 
 def _chat(tools: dict[str, Any], a_tools: tuple[str, ...], *, prompts: dict[str, Any] | None = None, agents: dict[str, Any] | None = None):
     """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
@@ -39,9 +36,6 @@ def _chat(tools: dict[str, Any], a_tools: tuple[str, ...], *, prompts: dict[str,
     all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
     return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
 
-
-def _names(request: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in request.get("tools") or []]
 
 
 def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,7 +85,7 @@ async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same
     assert result.output == "Shipped and notified."
     assert log == ["ship:start", "ship:end", "notify:shipped A1"]  # after the queuing tool returned
     # the queued tool is not offered to the model: only its caller's `uses` allow it
-    assert _names(model.requests[0]) == ["ship", "sneaky"]
+    assert tool_names(model.requests[0]) == ["ship", "sneaky"]
 
     # the next request: one assistant message with both calls, each answer right after it
     view = model.requests[1]["messages"]
@@ -227,8 +221,8 @@ async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime
         {"role": "system", "content": "You research orders carefully."},
         {"role": "user", "content": "Why is A1 late?"},
     ]
-    assert _names(model.requests[1]) == ["probe"]
-    assert _names(model.requests[0]) == ["researcher", "probe"]
+    assert tool_names(model.requests[1]) == ["probe"]
+    assert tool_names(model.requests[0]) == ["researcher", "probe"]
     # its second request carries its own tool round, and nothing of the outer conversation
     nested2 = model.requests[2]["messages"]
     assert [m["role"] for m in nested2] == ["system", "user", "assistant", "tool"]

@@ -6,9 +6,8 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from storage_backends import FakeClock, StorageFactory, fake_clock, storage, storage_factory  # noqa: F401
+from storage_backends import FakeClock, StorageFactory, contents, ev, fake_clock, msg, new_thread, storage, storage_factory  # noqa: F401
 
-from orchestrator.messages import Event, Message, ThreadRecord
 from orchestrator.storage import (
     SchemaVersionError,
     StaleLeaseError,
@@ -17,28 +16,6 @@ from orchestrator.storage import (
     ThreadBusyError,
 )
 from orchestrator.storage._migrations import Migration, load_migrations, split_statements
-
-# -- helpers -----------------------------------------------------------------
-
-
-async def new_thread(storage: Storage, **fields: object) -> ThreadRecord:
-    return await storage.create_thread(ThreadRecord(agent_id="agent", **fields))  # type: ignore[arg-type]
-
-
-def msg(thread_id: str, content: str = "hi", **fields: object) -> Message:
-    fields.setdefault("role", "user")
-    return Message(thread_id=thread_id, content=content, **fields)  # type: ignore[arg-type]
-
-
-def ev(thread_id: str, seq: int, type: str = "step", data: object = None) -> Event:
-    return Event(thread_id=thread_id, seq=seq, type=type, data=data, at=float(seq))
-
-
-async def contents(storage: Storage, thread_id: str) -> list[str | None]:
-    page = await storage.get_messages(thread_id, include_silent=True)
-    return [m.content for m in page.messages]
-
-
 
 # -- leases ----------------------------------------------------------------------
 
