@@ -42,7 +42,7 @@ class Plan:
     repeats: dict[str, int] = field(default_factory=lambda: {"a": 3, "b": 2, "c": 1})
     progress_bytes: int = 100_000
     levels: tuple[int, ...] = (1, 10, 100, 1000)
-    load_contenders: tuple[str, ...] = ("runtime", "litellm", "openai", "agents_native", "pydantic_ai", "agents_litellm")
+    load_contenders: tuple[str, ...] = ("runtime", "runtime_litellm", "litellm", "openai", "agents_native", "pydantic_ai", "agents_litellm")
     big_level_contenders: tuple[str, ...] = ("runtime", "litellm")  # the 1,000 level is long: floor and runtime only
     idle_threads: int = 1000
     running_conversations: int = 100
@@ -191,7 +191,7 @@ def run_load(workers: dict[str, Worker], url: str, plan: Plan, log: Any) -> dict
         for level in plan.levels:
             if level >= 1000 and key not in plan.big_level_contenders:
                 continue
-            total = max(20, level) if level < 100 else level
+            total = _load_total(level)
             before = server_stats(url)
             answer = workers[key].call("load", model=model, concurrency=level, total=total)
             after = server_stats(url)
@@ -201,21 +201,28 @@ def run_load(workers: dict[str, Worker], url: str, plan: Plan, log: Any) -> dict
     return out
 
 
-def run_gc_comparison(workers: dict[str, Worker], url: str, plan: Plan, load: dict[str, Any], log: Any) -> dict[str, Any]:
-    """The same load on a second runtime worker that froze its heap after warm-up."""
+def run_gc_comparison(url: str, plan: Plan, log: Any) -> dict[str, Any]:
+    """The same load on two fresh runtime workers, as shipped (`gc.freeze()` at open)
+    and with `gc_freeze` off; each warmed up alike before the measured run."""
     level = plan.levels[-1]
-    frozen = Worker("runtime", url, tag="_frozen")
-    try:
-        frozen.ready()
-        model = model_name("a", chunks=50, latency=50)
-        frozen.call("conv", scenario="a", model=model_name("a", chunks=50), repeat=3)
-        frozen.call("freeze")
-        answer = frozen.call("load", model=model, concurrency=level, total=level)
-    finally:
-        frozen.close()
-    plain = next(r for r in load.get("runtime", []) if r["level"] == level)
+    model = model_name("a", chunks=50, latency=50)
+    out: dict[str, Any] = {"level": level}
+    for label, key in (("frozen", "runtime"), ("plain", "runtime_nofreeze")):
+        worker = Worker(key, url, tag="_gc")
+        try:
+            worker.ready()
+            worker.call("conv", scenario="a", model=model_name("a", chunks=50), repeat=3)
+            worker.call("load", model=model, concurrency=min(level, 100), total=min(level, 100))
+            out[label] = worker.call("load", model=model, concurrency=level, total=_load_total(level))
+        finally:
+            worker.close()
     log(f"  gc.freeze comparison at {level} done")
-    return {"level": level, "plain": plain, "frozen": answer}
+    return out
+
+
+def _load_total(level: int) -> int:
+    """Conversations per load run: enough waves that synchronised starts average out."""
+    return max(50, 2 * level)
 
 
 def run_memory(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any]:
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
                 log("concurrency")
                 results["load"] = run_load(workers, url, plan, log)
                 if "runtime" in results["load"]:
-                    results["gc"] = run_gc_comparison(workers, url, plan, results["load"], log)
+                    results["gc"] = run_gc_comparison(url, plan, log)
                 results["memory"] = run_memory(workers, plan, log)
             results["profiles"] = run_profiles(workers, plan, log)
             results["server"] = server_stats(url)

@@ -56,11 +56,23 @@ def _install_record_factory() -> None:
     logging.setLogRecordFactory(factory)
 
 
-def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def redact_processor(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """A structlog processor: secrets of every open runtime become `***`. Put it last before the renderer."""
     for redactor in list(_REDACTORS):
         if redactor.active:
             event_dict = redactor.data(event_dict)
     return event_dict
+
+
+def ensure_logging() -> None:
+    """Quiet, redacting defaults when the application has not configured structlog.
+
+    structlog's own defaults print every level to stdout and know nothing of
+    secrets; a library must not do either, so `Runtime.open` calls this. An
+    application that configures structlog itself keeps its settings (and should
+    add `redact_processor` to its processors)."""
+    if not structlog.is_configured():
+        configure_logging("WARNING")
 
 
 def configure_logging(level: str | int = "WARNING", *, json: bool = False, stream: Any = None) -> None:
@@ -73,7 +85,7 @@ def configure_logging(level: str | int = "WARNING", *, json: bool = False, strea
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info,
-            _redact,
+            redact_processor,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

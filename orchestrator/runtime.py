@@ -29,7 +29,7 @@ from .env import Redactor
 from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
-from .logs import register_redactor
+from .logs import ensure_logging, register_redactor
 from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
@@ -81,8 +81,8 @@ class Runtime:
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
         self._running: dict[str, ExecutionState] = {}
-        self._forced: dict[str, SideName] = {}
-        self._broker: Any = None  # a RedisBroker when settings.redis is set  # force_turn at rest, applied when the next execution starts
+        self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
+        self._broker: Any = None  # a RedisBroker when settings.redis is set
 
     @classmethod
     def from_path(
@@ -113,6 +113,7 @@ class Runtime:
         async with self._open_lock:
             if self._services is None:
                 self._check_models()
+                ensure_logging()
                 if self.settings.gc_freeze:
                     _freeze_heap_once()
                 await self.storage.open()
@@ -330,9 +331,9 @@ def _freeze_heap_once() -> None:
     if _heap_frozen:
         return
     _heap_frozen = True
-    from providers.client import _litellm
+    from providers.client import warm_up
 
-    _litellm()  # import it now rather than inside the first step
+    warm_up()  # import LiteLLM now rather than inside the first step
     gc.collect()
     gc.freeze()
 

@@ -192,14 +192,16 @@ class _Tee(httpx.AsyncByteStream, httpx.SyncByteStream):
         self._inner = inner
         self._response = response
         self._chunks: list[bytes] = []
-        self._done = False
         response.complete = False
 
     def _finish(self, complete: bool) -> None:
         self._response.body = b"".join(self._chunks).decode("utf-8", errors="replace")
         self._response.complete = self._response.complete or complete
 
+    # Each pass starts the copy afresh: the openai SDK reads a (re-iterable, when
+    # mocked) body twice, and a cassette must hold it once.
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        self._chunks = []
         async for chunk in self._inner:
             self._chunks.append(chunk)
             self._finish(False)
@@ -207,6 +209,7 @@ class _Tee(httpx.AsyncByteStream, httpx.SyncByteStream):
         self._finish(True)
 
     def __iter__(self) -> Iterator[bytes]:
+        self._chunks = []
         for chunk in self._inner:
             self._chunks.append(chunk)
             self._finish(False)

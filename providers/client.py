@@ -24,6 +24,8 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
+from . import openai_wire
+from .openai_wire import WIRE_TYPES, build_request, stream_chunks
 from .stream import (
     ModelInfo,
     ProviderBlock,
@@ -36,7 +38,7 @@ from .stream import (
     ToolCallDelta,
 )
 
-__all__ = ["ModelClient", "UsageMeter", "classify_error"]
+__all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
@@ -63,6 +65,12 @@ def _litellm() -> Any:
             logging.getLogger(name).setLevel(logging.WARNING)
         _LITELLM = litellm
     return _LITELLM
+
+
+def warm_up() -> None:
+    """Everything a first model call would import, done now (see `Runtime.open`)."""
+    _litellm()
+    openai_wire.warm_up()
 
 
 # -- errors ------------------------------------------------------------------
@@ -215,6 +223,27 @@ class _Tally:
         self.finish = choice.finish_reason or self.finish
         return list(_items(choice.delta, self.seen_blocks))
 
+    def absorb_wire(self, chunk: dict[str, Any]) -> list[StreamItem]:
+        """The same for a raw OpenAI `chat.completion.chunk` (see `openai_wire`)."""
+        if chunk.get("model"):
+            self.served = _qualify(self.info, chunk["model"])
+        usage = chunk.get("usage")
+        if usage and (usage.get("prompt_tokens") or usage.get("completion_tokens")):
+            self.input_tokens, self.output_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+            self.reported_cost = usage.get("cost")
+        choices = chunk.get("choices")
+        if not choices:
+            return []
+        choice = choices[0]
+        self.finish = choice.get("finish_reason") or self.finish
+        delta = choice.get("delta") or {}
+        items: list[StreamItem] = [TextDelta(delta["content"])] if delta.get("content") else []
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            index = call.get("index")
+            items.append(ToolCallDelta(index or 0, call.get("id"), function.get("name"), function.get("arguments") or ""))
+        return items
+
     def __post_init__(self) -> None:
         self.served = self.served or self.info.model
 
@@ -294,27 +323,31 @@ class ModelClient:
     ) -> AsyncIterator[StreamItem]:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
-        # LiteLLM's timeout covers the HTTP layer; this one also bounds first byte and
-        # every gap between chunks, whatever transport (or mock) is underneath.
-        response = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout)
         tally = _Tally(info)
+        _litellm()  # configured before any part of it is imported
+        if provider.stream == "auto" and provider.type in WIRE_TYPES:
+            chunks, absorb = stream_chunks(build_request(kwargs)), tally.absorb_wire
+        else:
+            # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
+            # first byte and every gap between chunks, whatever transport (or mock).
+            chunks, absorb = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout), tally.absorb
         loop = asyncio.get_running_loop()
         try:
-            chunks = response.__aiter__()
+            source = chunks.__aiter__()
             # One deadline, moved per chunk (a wait_for per chunk costs a task each);
             # lifted while the consumer holds an item, so only the provider's gaps count.
             async with asyncio.timeout(None) as deadline:
                 while True:
                     deadline.reschedule(loop.time() + model.timeout)
                     try:
-                        chunk = await chunks.__anext__()
+                        chunk = await source.__anext__()
                     except StopAsyncIteration:
                         break
                     deadline.reschedule(None)
-                    for item in tally.absorb(chunk):
+                    for item in absorb(chunk):
                         yield item
         finally:
-            await _close(response)
+            await _close(chunks)
         yield StreamEnd(
             finish_reason=tally.finish,
             model=tally.served,

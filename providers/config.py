@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -80,6 +80,10 @@ class ProviderConfig(_Strict):
     api_version: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict, description="extra litellm arguments, e.g. aws_region_name")
+    stream: Literal["auto", "litellm"] = Field(
+        "auto",
+        description="auto: OpenAI-wire providers are read by the runtime (LiteLLM still builds the request); litellm: always litellm.acompletion",
+    )
 
     @field_validator("api_key")
     @classmethod
@@ -121,6 +125,7 @@ class ResolvedProvider:
     headers: dict[str, str]
     params: dict[str, Any]
     key_env: str | None  # the variable the key came from, for error messages
+    stream: str = "auto"  # ProviderConfig.stream
 
     def secrets(self) -> list[str]:
         """Values that must never appear in errors or recordings."""
@@ -228,7 +233,7 @@ class ProvidersConfig(_Strict):
         provider = self.providers[name]
         ptype = provider.type or name
         if ptype == "scripted":
-            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None)
+            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None, provider.stream)
         ref = _ENV_REF.fullmatch(provider.api_key or "")
         return ResolvedProvider(
             name=name,
@@ -239,6 +244,7 @@ class ProvidersConfig(_Strict):
             headers={k: _expand(v, env, name, f"headers.{k}") or "" for k, v in provider.headers.items()},
             params={k: _expand(v, env, name, f"params.{k}") if isinstance(v, str) else v for k, v in provider.params.items()},
             key_env=ref.group(1) if ref else None,
+            stream=provider.stream,
         )
 
 

@@ -151,3 +151,21 @@ async def test_stdlib_logging_from_a_tool_is_redacted(tmp_path: Path, caplog: py
         structlog.reset_defaults()
     assert "token is" in buffer.getvalue() + caplog.text
     assert THREAD_SECRET not in buffer.getvalue() + caplog.text
+
+
+async def test_unconfigured_logging_is_quiet_and_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A library user who never configures structlog: no info lines on stdout, warnings redacted on stderr."""
+    structlog.reset_defaults()
+    rig = Rig(tmp_path, [R(tool_calls=[C("leak", {})]), R(text="done")], make_defs=_make_defs)
+    try:
+        async with rig:
+            await rig.runtime.set_user_env("u", "USER_TOKEN", USER_SECRET)  # type: ignore[union-attr]
+            thread = await rig.runtime.create_thread("ag", user_id="u")  # type: ignore[union-attr]
+            await rig.runtime.storage.set_env("thread", thread.id, "THREAD_TOKEN", THREAD_SECRET, "secret")  # type: ignore[union-attr]
+            await rig.send(thread, "go")
+    finally:
+        structlog.reset_defaults()
+    out, err = capsys.readouterr()
+    assert "step" not in out and "leaking" not in out  # nothing on stdout
+    assert "leaking" in err and "***" in err  # the tool's warning, redacted
+    assert not _leaks("stderr", err)

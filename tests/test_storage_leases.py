@@ -118,6 +118,33 @@ async def test_two_processes_contend_for_one_lease(tmp_path: Path) -> None:
     assert all(len(owners) == 1 for owners in winners.values()), winners  # ... by exactly one process
 
 
+async def test_storages_open_one_new_file_while_others_write(tmp_path: Path) -> None:
+    """Switching a new file to WAL races with other connections (SQLite can answer
+    "locked" without waiting for its busy timeout): every open must succeed."""
+    import asyncio
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async def write(store: SQLiteStorage, until: asyncio.Event) -> None:
+        while not until.is_set():
+            await new_thread(store)
+
+    for round_ in range(5):
+        path = str(tmp_path / f"fresh{round_}.db")
+        stores = [SQLiteStorage(path) for _ in range(40)]
+        done = asyncio.Event()
+        first = asyncio.gather(*(s.open() for s in stores[:4]))
+        rest = asyncio.gather(*(s.open() for s in stores[4:]))
+        await first
+        writers = [asyncio.create_task(write(s, done)) for s in stores[:4]]
+        await rest
+        done.set()
+        await asyncio.gather(*writers)
+        thread = await new_thread(stores[-1])
+        assert all([(await s.get_thread(thread.id)) is not None for s in stores])
+        await asyncio.gather(*(s.close() for s in stores))
+
+
 # -- migrations --------------------------------------------------------------------
 
 # a "next version" migration, valid on both backends

@@ -10,6 +10,7 @@ from typing import Any
 
 CONTENDERS = (
     "runtime",
+    "runtime_litellm",
     "litellm",
     "litellm_aiohttp",
     "agents_litellm",
@@ -19,6 +20,8 @@ CONTENDERS = (
 )
 LABELS = {
     "runtime": "this runtime",
+    "runtime_litellm": "this runtime (stream: litellm)",
+    "runtime_nofreeze": "this runtime (gc_freeze off)",
     "litellm": "litellm loop",
     "litellm_aiohttp": "litellm loop (aiohttp)",
     "agents_litellm": "Agents SDK + LiteLLM",
@@ -29,10 +32,12 @@ LABELS = {
 
 
 def make(key: str, base_url: str) -> Any:
-    if key == "runtime":
+    if key.startswith("runtime"):
         from .runtime import RuntimeContender
 
-        return RuntimeContender(base_url)
+        if key not in ("runtime", "runtime_litellm", "runtime_nofreeze"):
+            raise ValueError(f"unknown contender {key!r}; known: {', '.join(CONTENDERS)}")
+        return RuntimeContender(base_url, stream="litellm" if key == "runtime_litellm" else "auto", gc_freeze=key != "runtime_nofreeze")
     if key in ("litellm", "litellm_aiohttp"):
         from .loops import LiteLLMLoop
 

@@ -75,32 +75,40 @@ class _ClosingWatch:
 class RuntimeContender:
     name = "this runtime"
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, stream: str = "auto", gc_freeze: bool = True) -> None:
         self._base = f"{base_url}/v1"
+        self._stream = stream  # the provider's `stream` setting: auto (as shipped) or litellm
+        self._gc_freeze = gc_freeze
+        self._opening = asyncio.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-runtime-")
         self._runtimes: dict[tuple[str, str], Any] = {}
         self.started: list[tuple[int, float]] = []  # (call index, perf_counter) from the hook
 
     async def _runtime(self, scenario: str, model: str) -> Any:
         key = (scenario, model)
-        if key not in self._runtimes:
-            from orchestrator import Runtime
-
-            from providers.client import ModelClient
-            from providers.config import config_from_dict
-
-            config = config_from_dict({
-                "providers": {"bench": {"type": "openai", "base_url": self._base, "api_key": "bench"}},
-                "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
-                "default_model": "bench",
-            })
-            client = _ClosingWatch(ModelClient(config)) if scenario == "d" else None
-            db = Path(self._tmp.name) / f"rt{len(self._runtimes)}.db"
-            from orchestrator.storage import open_storage
-
-            runtime = Runtime(self._definitions(scenario), config=config, storage=open_storage(f"sqlite:///{db}"), client=client)
-            self._runtimes[key] = await runtime.open()
+        async with self._opening:  # concurrent first conversations share one runtime
+            if key not in self._runtimes:
+                self._runtimes[key] = await self._open(scenario, model)
         return self._runtimes[key]
+
+    async def _open(self, scenario: str, model: str) -> Any:
+        from orchestrator import Runtime
+        from orchestrator.settings import RuntimeSettings
+        from orchestrator.storage import open_storage
+
+        from providers.client import ModelClient
+        from providers.config import config_from_dict
+
+        config = config_from_dict({
+            "providers": {"bench": {"type": "openai", "base_url": self._base, "api_key": "bench", "stream": self._stream}},
+            "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
+            "default_model": "bench",
+        })
+        client = _ClosingWatch(ModelClient(config)) if scenario == "d" else None
+        db = Path(self._tmp.name) / f"rt{len(self._runtimes)}.db"
+        runtime = Runtime(self._definitions(scenario), config=config, storage=open_storage(f"sqlite:///{db}"), client=client,
+                          settings=RuntimeSettings(gc_freeze=self._gc_freeze))
+        return await runtime.open()
 
     def _definitions(self, scenario: str) -> Any:
         from orchestrator import Side, define_agent, define_hook, define_prompt

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
+
 from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from ..results import AttachmentRef
 from . import _common as c
@@ -95,7 +97,7 @@ class SQLiteStorage(Storage):
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
@@ -103,6 +105,18 @@ class SQLiteStorage(Storage):
             conn.close()
             raise
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """Switching a new file to WAL can fail at once with "database is locked" while
+        another process opens it too (SQLite skips the busy handler there), so retry."""
+        for attempt in Retrying(
+            retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+            stop=stop_after_delay(self._busy_timeout),
+            wait=wait_random(0.001, 0.02),
+            reraise=True,
+        ):
+            with attempt:
+                conn.execute("PRAGMA journal_mode = WAL")
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Bring the schema up to date in one transaction (safe if two processes race)."""

@@ -1,0 +1,151 @@
+"""OpenAI Chat Completions streams: LiteLLM builds the request, the runtime reads the SSE.
+
+Why a second path beside `litellm.acompletion`: its stream wrapper costs about
+0.7-1 ms of CPU per chunk (`CustomStreamWrapper.chunk_creator` plus the openai
+SDK's model construction), more than the whole rest of a step. For providers
+that speak the OpenAI wire (`type: openai` and scripted models), everything
+provider-specific still comes from LiteLLM:
+
+- parameters are mapped by `get_optional_params` (so `max_tokens` becomes
+  `max_completion_tokens` for reasoning models, unknown ones go to `extra_body`,
+  unsupported ones raise `UnsupportedParamsError`), and the body, headers and
+  URL by the provider's chat config (`transform_request`,
+  `validate_environment`, `get_complete_url`);
+- the HTTP client is LiteLLM's cached httpx client, one per event loop;
+- every failure goes through LiteLLM's `exception_type`, so callers see the
+  same `RateLimitError`, `ContextWindowExceededError`, ... as on the other path.
+
+What is ours: the stream is read with httpx-sse and each `data:` event is one
+`json.loads`, handed on as a plain dict. Set `stream: litellm` on a provider
+to send it through `litellm.acompletion` instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from httpx_sse import EventSource
+
+__all__ = ["WIRE_TYPES", "WireRequest", "build_request", "stream_chunks", "warm_up"]
+
+WIRE_TYPES = frozenset({"openai", "scripted"})
+"""Provider types whose streams this module reads (their LiteLLM family is `openai`)."""
+
+_TRANSPORT_KEYS = ("api_key", "api_base", "api_version", "extra_headers", "timeout", "max_retries", "num_retries")
+
+
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    model: str  # the provider's model name, without LiteLLM's `openai/` prefix
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    timeout: float | None
+
+
+def build_request(kwargs: dict[str, Any]) -> WireRequest:
+    """The HTTP request `litellm.acompletion(**kwargs)` would send, built by LiteLLM's OpenAI config."""
+    from litellm.types.utils import LlmProviders
+    from litellm.utils import ProviderConfigManager, get_optional_params
+
+    params = dict(kwargs)
+    model = params.pop("model").removeprefix("openai/")
+    messages = params.pop("messages")
+    transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
+    config = ProviderConfigManager.get_provider_chat_config(model=model, provider=LlmProviders.OPENAI)
+    assert config is not None  # LiteLLM always has a config for its own openai family
+    optional = get_optional_params(model=model, custom_llm_provider="openai", messages=messages, **params)
+    extra_body = optional.pop("extra_body", None) or {}
+    body = {**config.transform_request(model, messages, optional, {}, {}), **extra_body}
+    body.pop("extra_body", None)
+    api_key = config.get_api_key(transport["api_key"])
+    api_base = config.get_api_base(transport["api_base"])
+    headers = config.validate_environment(dict(transport["extra_headers"] or {}), model, messages, optional, {}, api_key, api_base)
+    url = config.get_complete_url(api_base, api_key, model, optional, {}, stream=True)
+    return WireRequest(model=model, url=url, headers=headers, body=body, timeout=transport["timeout"])
+
+
+def warm_up() -> None:
+    """Import and initialise now what the first request would (LiteLLM fills its
+    provider tables lazily), so a `gc.freeze()` after this covers it all."""
+    import httpx  # noqa: F401
+    from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
+    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client  # noqa: F401
+
+    build_request({"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": True, "api_key": "-", "api_base": "http://warm.invalid/v1"})
+
+
+async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
+    """Yield each `chat.completion.chunk` as a dict; every failure is a LiteLLM exception.
+
+    As in LiteLLM, a body that ends (cleanly or not) before any `finish_reason`
+    is a cut stream, and a connection dropped after one is a finished answer.
+    """
+    import httpx
+    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
+
+    client = get_async_httpx_client(llm_provider="openai")
+    response = None
+    finished = False
+    try:
+        response = await client.post(request.url, json=request.body, headers=request.headers, timeout=request.timeout, stream=True)
+        async for event in EventSource(response).aiter_sse():
+            if event.data == "[DONE]":
+                continue  # read on to the end of the body, so the connection is reusable
+            chunk = json.loads(event.data)
+            if chunk.get("error"):
+                raise _error_from_chunk(chunk["error"])
+            finished = finished or _finish_reason(chunk) is not None
+            yield chunk
+        if not finished:
+            raise httpx.RemoteProtocolError("Stream ended before a finish_reason was received")
+    except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
+        if not finished:
+            raise _mapped(request.model, exc) from None
+    except Exception as exc:  # noqa: BLE001 - mapped, then raised
+        raise _mapped(request.model, exc) from None
+    finally:
+        if response is not None:
+            await response.aclose()
+
+
+def _finish_reason(chunk: dict[str, Any]) -> str | None:
+    choices = chunk.get("choices")
+    reason = choices[0].get("finish_reason") if choices else None
+    if reason == "abort":
+        from litellm.llms.openai.common_utils import OpenAIError
+
+        raise OpenAIError(status_code=500, message="Upstream generation aborted (finish_reason=abort)")
+    return reason
+
+
+def _error_from_chunk(error: Any) -> Exception:
+    """An HTTP 200 stream can still carry `data: {"error": {...}}` (vLLM, proxies, mid-stream overload)."""
+    from litellm.llms.openai.common_utils import OpenAIError
+
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+    return OpenAIError(status_code=status, message=message if isinstance(message, str) else json.dumps(error))
+
+
+def _mapped(model: str, exc: Exception) -> Exception:
+    """LiteLLM's own mapping: status and message -> RateLimitError, ContextWindowExceededError, ..."""
+    import httpx
+    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+    from litellm.llms.openai.common_utils import OpenAIError
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        try:
+            text = exc.response.text  # LiteLLM's handler has read (and masked) the body
+        except httpx.ResponseNotRead:
+            text = str(getattr(exc, "message", "") or exc)
+        exc = OpenAIError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
+    try:
+        exception_type(model=model, original_exception=exc, custom_llm_provider="openai")
+    except Exception as mapped:  # noqa: BLE001 - exception_type raises its answer
+        return mapped
+    return exc
