@@ -67,12 +67,13 @@ class EventBus:
         """Fan events out across processes through `broker` (None: this process only)."""
         self._broker = broker
 
-    async def attach(self, thread_id: str) -> None:
-        """Load the thread's last sequence number; call before publishing."""
+    async def attach(self, thread_id: str, *, new: bool = False) -> None:
+        """Load the thread's last sequence number; call before publishing.
+        `new`: the thread was just created here, so it has no events yet."""
         if self._broker is not None:
             await self._attach_shared(thread_id, self._broker)
         elif thread_id not in self._channels:
-            last = await self._storage.last_event_seq(thread_id)
+            last = 0 if new else await self._storage.last_event_seq(thread_id)
             self._channels.setdefault(thread_id, _Channel(last))
 
     async def _attach_shared(self, thread_id: str, broker: RedisBroker) -> None:

@@ -130,8 +130,9 @@ class _Execution:
     # -- execution: turns until something ends it ---------------------------
     async def go(self, person_message: str | None) -> ExecutionResult:
         resuming = self.thread.status == "running"
-        await self._save(status="running")
         self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
+        if resuming or person_message is None:
+            await self._save(status="running")
         if not resuming and person_message is None and self.snap.forced_side is not None:
             self.snap.current_side, self.snap.forced_side = self.snap.forced_side, None  # forced before it started
         try:
@@ -139,7 +140,7 @@ class _Execution:
                 await self._republish_missing()
             pending = await self._resume_pending() if resuming else None
             if person_message is not None:
-                await self._person_turn(person_message)
+                await self._person_turn(person_message, save_thread=not resuming)
             await self._turns(pending)
         except Aborted:
             pass
@@ -167,9 +168,14 @@ class _Execution:
             self.snap.turn_step_count = 0
             await self._save()
 
-    async def _person_turn(self, text: str) -> None:
+    async def _person_turn(self, text: str, *, save_thread: bool) -> None:
+        """The person's message; with `save_thread`, in the same commit as the thread's switch to running."""
         message = Message(thread_id=self.thread.id, side="b", role="user", content=text, flow_id=self.snap.flow_id)
-        await self.services.store_message(self.state, message)
+        thread = None
+        if save_thread:
+            self.thread.status, self.thread.execution, self.thread.updated_at = "running", self.snap, time.time()
+            thread = self.thread
+        await self.services.store_message(self.state, message, thread=thread)
         self.snap.turn_count += 1
         self.snap.current_side = self.snap.forced_side or "a"
         self.snap.forced_side = None

@@ -180,7 +180,7 @@ class Runtime:
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
         record = await self.storage.create_thread(ThreadRecord(agent_id=agent, user_id=user_id, arguments=args))
-        await self.services.bus.attach(record.id)
+        await self.services.bus.attach(record.id, new=True)
         self.services.bus.publish(record.id, "thread_created", {"agent": agent, "user_id": user_id})
         return Thread(self, record)
 
