@@ -175,6 +175,20 @@ def run_scenarios(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str,
     return out
 
 
+def run_own(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any] | None:
+    """The runtime's own cost: scenarios a-c with the model replayed (no HTTP, no parsing)."""
+    if "runtime" not in workers:
+        return None
+    models = scenario_models(plan)
+    out: dict[str, Any] = {}
+    for scenario in "abc":
+        own = out[scenario] = {"wall": [], "cpu": [], "steps": 0}
+        for _ in range(plan.rounds):
+            _merge(own, workers["runtime"].call("conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario], stubbed=True))
+    log("  runtime with the model stubbed done")
+    return out
+
+
 def _merge(into: dict[str, Any], answer: dict[str, Any]) -> None:
     into["wall"] += answer["wall"]
     into["cpu"] += answer["cpu"]
@@ -331,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             log("scenarios a-d")
             results["scenarios"] = run_scenarios(workers, plan, log)
+            results["own"] = run_own(workers, plan, log)
             results["progress"] = run_progress(workers, plan, log)
             if not args.skip_load:
                 log("concurrency")

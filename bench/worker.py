@@ -5,6 +5,7 @@ processes keep the frameworks' imports, caches and garbage collector apart, and
 let `time.process_time()` be one contender's CPU alone. Commands:
 
     {"op": "conv", "scenario", "model", "repeat"}       wall/CPU per conversation
+    {"op": "conv", ..., "stubbed": true}                 the same, runtime only, model replayed
     {"op": "load", "model", "concurrency", "total"}     throughput and step latency
     {"op": "mem_running", "model", "n"}                 RSS per in-flight conversation
     {"op": "mem_idle", "n"}                             RSS per idle thread (runtime)
@@ -71,11 +72,13 @@ class Worker:
         self.contender = contender
         self.gc = _GCWatch()
 
-    async def conv(self, scenario: str, model: str, repeat: int) -> dict[str, Any]:
+    async def conv(self, scenario: str, model: str, repeat: int, stubbed: bool = False) -> dict[str, Any]:
+        """Wall and CPU per conversation; `stubbed`: the runtime with its model replayed (own cost only)."""
+        run = self.contender.own_conversation if stubbed else self.contender.conversation
         walls, cpus, steps = [], [], 0
         for _ in range(repeat):
             wall, cpu = time.perf_counter(), time.process_time()
-            steps = await self.contender.conversation(scenario, model)
+            steps = await run(scenario, model)
             walls.append(time.perf_counter() - wall)
             cpus.append(time.process_time() - cpu)
         return {"wall": walls, "cpu": cpus, "steps": steps}

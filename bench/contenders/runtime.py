@@ -72,6 +72,33 @@ class _ClosingWatch:
             yield item
 
 
+class _Replay:
+    """Wraps the model client: records each request's items once, then replays
+    them with no HTTP at all, so a conversation costs only the runtime's own work."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._recorded: list[list[Any]] = []
+        self._recording = True
+        self._next = 0
+
+    def model_info(self, alias: str | None) -> Any:
+        return self._inner.model_info(alias)
+
+    def replay(self) -> None:
+        self._recording, self._next = False, 0
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        if self._recording:
+            items = [item async for item in self._inner.stream(*args, **kwargs)]
+            self._recorded.append(items)
+        else:
+            items = self._recorded[self._next % len(self._recorded)]
+            self._next += 1
+        for item in items:
+            yield item
+
+
 class RuntimeContender:
     name = "this runtime"
 
@@ -84,14 +111,14 @@ class RuntimeContender:
         self._runtimes: dict[tuple[str, str], Any] = {}
         self.started: list[tuple[int, float]] = []  # (call index, perf_counter) from the hook
 
-    async def _runtime(self, scenario: str, model: str) -> Any:
-        key = (scenario, model)
+    async def _runtime(self, scenario: str, model: str, *, stubbed: bool = False) -> Any:
+        key = (scenario, model, stubbed)
         async with self._opening:  # concurrent first conversations share one runtime
             if key not in self._runtimes:
-                self._runtimes[key] = await self._open(scenario, model)
+                self._runtimes[key] = await self._open(scenario, model, stubbed)
         return self._runtimes[key]
 
-    async def _open(self, scenario: str, model: str) -> Any:
+    async def _open(self, scenario: str, model: str, stubbed: bool) -> Any:
         from orchestrator import Runtime
         from orchestrator.settings import RuntimeSettings
         from orchestrator.storage import open_storage
@@ -104,7 +131,7 @@ class RuntimeContender:
             "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
             "default_model": "bench",
         })
-        client = _ClosingWatch(ModelClient(config)) if scenario == "d" else None
+        client = _ClosingWatch(ModelClient(config)) if scenario == "d" else _Replay(ModelClient(config)) if stubbed else None
         db = Path(self._tmp.name) / f"rt{len(self._runtimes)}.db"
         runtime = Runtime(self._definitions(scenario), config=config, storage=open_storage(f"sqlite:///{db}"), client=client,
                           settings=RuntimeSettings(gc_freeze=self._gc_freeze))
@@ -132,7 +159,19 @@ class RuntimeContender:
         )
 
     async def conversation(self, scenario: str, model: str) -> int:
-        runtime = await self._runtime(scenario, model)
+        return await self.conversation_on(await self._runtime(scenario, model), scenario)
+
+    async def own_conversation(self, scenario: str, model: str) -> int:
+        """The same conversation with the model stubbed by a replay of its first run:
+        what is left is the runtime's own cost (threads, storage, events, views)."""
+        runtime = await self._runtime(scenario, model, stubbed=True)
+        replay: _Replay = runtime.services.client
+        if replay._recording:
+            await self.conversation_on(runtime, scenario)
+            replay.replay()
+        return await self.conversation_on(runtime, scenario)
+
+    async def conversation_on(self, runtime: Any, scenario: str) -> int:
         thread = await runtime.create_thread("bench")
         result = await (thread.run() if scenario == "c" else thread.send(USER))
         return result.step_count
