@@ -1,7 +1,7 @@
 """A deterministic model for tests, examples and the offline demo.
 
 It answers at the HTTP level through respx with the bytes a real provider
-sends (see `providers.sse`), so LiteLLM's own request building and stream
+sends (see `providers.sse`), so request building (LiteLLM's) and stream
 parsing run exactly as in production. Use it with a `type: scripted` provider
 (OpenAI wire format at `SCRIPTED_BASE_URL`)::
 

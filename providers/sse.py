@@ -1,6 +1,6 @@
 """The exact streaming bytes each provider sends, built from text and tool calls.
 
-Tests and the scripted model feed these to LiteLLM so its real parsers run.
+Tests and the scripted model serve these over respx so the real parsers run.
 Each builder returns a list of SSE events (one `bytes` each) so a fault can cut
 the stream between events. Formats follow the providers' API references:
 

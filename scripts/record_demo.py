@@ -2,7 +2,7 @@
 
 The conversation comes from a scripted model (cassettes/scripts/support_demo.json)
 served through respx, so the cassette holds the exact OpenAI-format SSE bytes
-LiteLLM parses on replay. Run it after changing the demo agent or its tools:
+the stream parser reads on replay. Run it after changing the demo agent or its tools:
 
     .venv/bin/python scripts/record_demo.py
 """
