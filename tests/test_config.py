@@ -84,6 +84,13 @@ def test_wrong_type_names_file_line_and_field(tmp_path):
     assert "providers.yaml, line 12" in msg and "models.fast.retry.attempts" in msg and "integer" in msg
 
 
+def test_stream_setting_is_checked_and_resolved(tmp_path):
+    msg = error_of(tmp_path, VALID.replace("api_key: none}", "api_key: none, stream: fast}"))
+    assert "providers.yaml, line 5" in msg and "providers.local.stream" in msg and "'auto' or 'litellm'" in msg
+    config = load_config(write(tmp_path, VALID.replace("api_key: none}", "api_key: none, stream: litellm}")))
+    assert config.resolve_provider("local").stream == "litellm" and config.resolve_provider("demo").stream == "auto"
+
+
 def test_unknown_fallback_alias(tmp_path):
     msg = error_of(tmp_path, VALID.replace("fallbacks: [smart]", "fallbacks: [smart, clever]"))
     assert "line 11" in msg and "models.fast.fallbacks.1" in msg and "unknown fallback alias 'clever'" in msg
