@@ -12,11 +12,21 @@ to a cross-process stream, `subscribe` reads that stream, and `attach` re-reads
 the thread's last seq each time, because another process may have published
 since: several processes then share one thread's numbering, one at a time (the
 lease decides which).
+
+Events go live when they are published, before the step that stores them
+commits (clients see progress at once). The exception is an event that says
+the execution is over (`SETTLING_EVENTS`): clients act on it (close the socket,
+show "completed", send the next message), so it is held back, with anything
+published after it, until it is in the log together with the thread status it
+announces. Were it live first, a publisher dying before that commit would leave
+clients told "stopped" while the thread is still `running`, and the process
+that resumes it would announce a second start and stop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -32,12 +42,13 @@ if TYPE_CHECKING:
     from .broker import RedisBroker
 
 EPHEMERAL_EVENTS = frozenset({"text_delta"})
+SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
 _log = structlog.get_logger("orchestrator.events")
 
 
 class _Channel:
-    __slots__ = ("seq", "ring", "subscribers", "pending", "flushing")
+    __slots__ = ("seq", "ring", "subscribers", "pending", "flushing", "held", "writing", "committed")
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
@@ -45,6 +56,9 @@ class _Channel:
         self.subscribers: set[asyncio.Queue[Event]] = set()
         self.pending: list[Event] = []  # durable events not yet written
         self.flushing: asyncio.Task[None] | None = None
+        self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
+        self.writing: set[int] = set()  # seqs the bus itself is writing now
+        self.committed: set[int] = set()  # held settling seqs a caller's commit is known to have stored
 
 
 class EventBus:
@@ -94,19 +108,23 @@ class EventBus:
                         pass
         ch = self._channels.setdefault(thread_id, _Channel(0))
         ch.seq = max(ch.seq, stored, streamed)
+        ch.held.clear()  # an earlier run's unsettled tail: what of it was stored is backfilled above
+        ch.committed.clear()
 
     def detach(self, thread_id: str) -> None:
         """Forget a thread this process stopped publishing for (another process
         may publish next); kept while it has subscribers or unwritten events."""
         ch = self._channels.get(thread_id)
-        if ch is not None and not ch.subscribers and not ch.pending and ch.flushing is None:
+        if ch is not None and not ch.subscribers and not ch.pending and not ch.held and not ch.writing and ch.flushing is None:
             del self._channels[thread_id]
             if self._broker is not None:
                 self._broker.forget(thread_id)
 
     def publish(self, thread_id: str, type: str, data: Any = None, *, defer: bool = False) -> Event:
         """Number and fan out an event. Durable events are written soon after,
-        or with the caller's step when `defer` is set (see `take_pending`)."""
+        or with the caller's step when `defer` is set (see `take_pending`).
+        A settling event (and whatever follows it) goes out once it is stored:
+        when the bus writes it, or at the next `flush` after the caller's commit."""
         ch = self._channels.get(thread_id)
         if ch is None:
             raise RuntimeError(f"event bus: thread {thread_id} is not attached")
@@ -114,16 +132,29 @@ class EventBus:
         if self._redactor.active:
             data = self._redactor.data(data)
         event = Event.model_construct(thread_id=thread_id, seq=ch.seq, type=type, data=data, at=time.time())  # fields are ours: skip validation
-        ch.ring.append(event)
-        for queue in ch.subscribers:
-            queue.put_nowait(event)
-        if self._broker is not None:
-            self._broker.publish(event)
+        if ch.held or type in SETTLING_EVENTS:
+            ch.held.append(event)
+        else:
+            self._go_live(ch, event)
         if type not in EPHEMERAL_EVENTS:
             ch.pending.append(event)
             if not defer and ch.flushing is None:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
+
+    def _go_live(self, ch: _Channel, event: Event) -> None:
+        ch.ring.append(event)
+        for queue in ch.subscribers:
+            queue.put_nowait(event)
+        if self._broker is not None:
+            self._broker.publish(event)
+
+    def committed(self, thread_id: str, events: list[Event]) -> None:
+        """The caller's commit stored `events` (taken with `take_pending`): the next
+        flush lets out what waited on them without looking them up."""
+        ch = self._channels.get(thread_id)
+        if ch is not None and ch.held:
+            ch.committed |= {e.seq for e in events if e.type in SETTLING_EVENTS}
 
     def take_pending(self, thread_id: str) -> list[Event]:
         """Hand the unwritten durable events to a caller that writes them in its transaction."""
@@ -134,25 +165,70 @@ class EventBus:
         return events
 
     async def flush(self, thread_id: str) -> None:
-        await self._write_pending(thread_id)
+        """Write what is pending (after a background write under way), let out
+        what waited on being stored, and, with a broker, return once all of
+        it is in the stream."""
+        ch = self._channels.get(thread_id)
+        if ch is not None and ch.flushing is not None:
+            await asyncio.wait({ch.flushing})  # never raises; _flush_soon logs its own failure
+        written: set[int] = set()
+        try:
+            written = await self._write_pending(thread_id)
+        finally:
+            await self._release(thread_id, written)
         if self._broker is not None:
             await self._broker.drain()
 
-    async def _write_pending(self, thread_id: str) -> None:
+    async def _write_pending(self, thread_id: str) -> set[int]:
+        """Write the unwritten durable events; returns their seqs."""
         events = self.take_pending(thread_id)
         if not events:
+            return set()
+        ch = self._channels[thread_id]
+        seqs = {e.seq for e in events}
+        ch.writing |= seqs
+        try:
+            token = self._fences.get(thread_id)
+            if token is None:
+                await self._storage.append_events(events)
+            else:
+                await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
+        finally:
+            ch.writing -= seqs
+        return seqs
+
+    async def _release(self, thread_id: str, written: set[int]) -> None:
+        """Let held events go live, in order, up to the first settling event
+        whose write is still to come (pending, or being written here). One
+        that the caller's commit took is looked up: stored, it goes out; not
+        stored, that commit failed, so the thread did not settle and it is
+        dropped (whoever resumes the thread announces the end)."""
+        ch = self._channels.get(thread_id)
+        if ch is None or not ch.held:
             return
-        token = self._fences.get(thread_id)
-        if token is None:
-            await self._storage.append_events(events)
-        else:
-            await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
+        waiting = {e.seq for e in ch.pending} | ch.writing
+        ready = list(itertools.takewhile(lambda e: e.type not in SETTLING_EVENTS or e.seq not in waiting, ch.held))
+        written = written | ch.committed
+        unknown = [e.seq for e in ready if e.type in SETTLING_EVENTS and e.seq not in written]
+        stored: dict[int, tuple[str, float]] = {}
+        if unknown:
+            found = await self._storage.events_after(thread_id, unknown[0] - 1, limit=unknown[-1] - unknown[0] + 1)
+            stored = {e.seq: (e.type, e.at) for e in found}
+        if len(ch.held) < len(ready) or any(a is not b for a, b in zip(ch.held, ready)):
+            return  # let out (or dropped by a new attach) while we looked
+        del ch.held[: len(ready)]
+        ch.committed -= {e.seq for e in ready}
+        for event in ready:
+            if event.seq in unknown and stored.get(event.seq) != (event.type, event.at):
+                _log.warning("settling_event_not_stored", thread_id=thread_id, seq=event.seq, type=event.type)
+                continue
+            self._go_live(ch, event)
 
     async def _flush_soon(self, thread_id: str) -> None:
         ch = self._channels[thread_id]
         try:
             await asyncio.sleep(0)  # let a step that is about to commit take them first
-            await self._write_pending(thread_id)
+            await self._release(thread_id, await self._write_pending(thread_id))
         except Exception:  # the log must not take the executor down
             _log.exception("event_flush_failed", thread_id=thread_id)
         finally:
@@ -186,7 +262,8 @@ class EventBus:
     async def _backlog(self, thread_id: str, after: int) -> list[Event]:
         ch = self._channels[thread_id]
         ring_now = list(ch.ring)
-        pending_now = list(ch.pending)
+        held_from = ch.held[0].seq if ch.held else None  # not live yet: the queue gets those in order
+        pending_now = [e for e in ch.pending if held_from is None or e.seq < held_from]
         stored = await self._storage.events_after(thread_id, after)
         by_seq = {e.seq: e for e in stored}
         for e in pending_now + ring_now:

@@ -61,6 +61,7 @@ class Services:
             thread=thread, lease_token=execution.lease_token if execution else None,
         )
         [stored] = await self.storage.commit(write)
+        self.bus.committed(message.thread_id, write.events)
         if execution is not None:
             execution.message_history.append(stored)
         self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
@@ -68,7 +69,9 @@ class Services:
         return stored
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
-        await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=self.bus.take_pending(thread.id), lease_token=lease_token))
+        events = self.bus.take_pending(thread.id)
+        await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token))
+        self.bus.committed(thread.id, events)
 
 
 class Runtime:

@@ -178,12 +178,26 @@ class Worker:
                 await self.queue.fail(request.id, self.name, f"thread {request.thread_id} does not exist")
                 return
             if _already_served(request, thread):  # an earlier attempt's execution has ended
+                await self._repair_stream(thread.id)
                 await self._mark(self.queue.done(request.id, self.name), "done")
                 return
             if await self._execute(request, thread):
                 return
             request = await self.queue.get(request.id)
         await self._mark(self.queue.retry(request.id, self.name, delay=self.busy_delay, count_attempt=False), "retried")
+
+    async def _repair_stream(self, thread_id: str) -> None:
+        """The worker that served this request died after its last commit,
+        perhaps before those events reached the stream (an `execution_stopped`
+        goes out only once stored): copy the stored tail there, so live clients
+        get it now rather than on their next idle read of the log. Needs no
+        lease: it appends stored events only, and stream ids only grow."""
+        if self.broker is None:
+            return
+        try:
+            await self.broker.backfill(thread_id, self.runtime.services.storage)
+        except Exception as exc:  # subscribers still read the tail from the log
+            _log.warning("worker_stream_repair_failed", worker=self.name, thread_id=thread_id, error=str(exc))
 
     async def _execute(self, request: ExecutionRequest, thread: ThreadRecord) -> bool:
         """False if the thread changed between our look at it and our lease (judge again)."""

@@ -21,6 +21,7 @@ from orchestrator.messages import Event
 from orchestrator.queue import ExecutionQueue
 from orchestrator.runtime import Runtime
 from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.base import StepWrite
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.worker import Worker, submit
 from providers.config import config_from_dict
@@ -156,6 +157,84 @@ async def test_a_stale_publisher_cannot_rewrite_the_stream(node: Any) -> None:
     assert await current.append(thread.id, repeat, epoch=current._epochs[thread.id]) == 0  # ids only grow
     assert [e.type for e in await _collect(runtime, thread.id, 1, lambda e: e.seq == 3)] == ["custom", "custom"]
     assert await current.last_seq(thread.id) == 3
+
+
+async def test_execution_stopped_reaches_the_stream_only_once_stored(node: Any) -> None:
+    """A worker killed between announcing the end and committing it must not
+    leave clients told "stopped" while the thread is still running (the next
+    worker resumes it and announces its own start and stop)."""
+    runtime, broker = await node()
+    bus = runtime.services.bus
+    thread = await runtime.create_thread("duo")  # seq 1
+    await bus.flush(thread.id)
+    await bus.attach(thread.id)
+    bus.publish(thread.id, "turn_ended", {"reason": "end_conversation"}, defer=True)  # 2: live at once
+    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 3: held ...
+    bus.publish(thread.id, "text_delta", {"text": "after"})  # 4: ... and what follows it, in order
+    await broker.drain()
+    assert await broker.last_seq(thread.id) == 2
+    await runtime.storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))  # the final step
+    await bus.flush(thread.id)
+    entries = await broker._r().xrange(broker.stream_key(thread.id))
+    assert [e[0] for e in entries] == [b"1-0", b"2-0", b"3-0", b"4-0"]
+
+
+async def test_an_end_whose_commit_failed_is_never_announced(node: Any) -> None:
+    runtime, broker = await node()
+    _, other_broker = await node()
+    bus = runtime.services.bus
+    thread = await runtime.create_thread("duo")
+    await bus.flush(thread.id)
+    await bus.attach(thread.id)
+    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 2
+    bus.take_pending(thread.id)  # taken by a commit that then failed
+    await bus.flush(thread.id)
+    assert await broker.last_seq(thread.id) == 1 and await runtime.storage.last_event_seq(thread.id) == 1
+    assert await other_broker.claim(thread.id) == 1  # whoever resumes the thread numbers on from 1
+
+
+async def test_in_process_subscribers_get_a_held_end_in_order(node: Any) -> None:
+    runtime, _ = await node()
+    bus = runtime.services.bus
+    bus.use_broker(None)  # one process: subscribers hang off the bus itself
+    thread = await runtime.create_thread("duo")  # seq 1
+    await bus.flush(thread.id)
+    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 2, held
+    bus.publish(thread.id, "custom", {"n": 3}, defer=True)  # 3, behind it
+    watcher = asyncio.create_task(_collect(runtime, thread.id, 0, lambda e: e.seq == 3))
+    await asyncio.sleep(0.2)
+    assert not watcher.done()  # the backlog stops short of the held end
+    await runtime.storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
+    await bus.flush(thread.id)
+    assert [(e.seq, e.type) for e in await watcher] == [(1, "thread_created"), (2, "execution_stopped"), (3, "custom")]
+
+
+async def test_the_worker_closing_a_served_request_streams_the_unstreamed_tail(node: Any) -> None:
+    server, _ = await node()
+    worker_rt, worker_broker = await node()
+    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
+    try:
+        thread = await server.create_thread("duo")
+        request_id = await submit(server, queue, thread.id)
+        await _collect(server, thread.id, 0, _stopped)
+        stored = await server.storage.events_after(thread.id, 0)
+        async with asyncio.timeout(30):
+            while (await queue.get(request_id)).status != "done":
+                await asyncio.sleep(0.05)
+        # as if the worker died after its last commit: the stream lacks the tail, the request is not done
+        kept = await worker_broker.events_between(thread.id, 0, stored[-3].seq)
+        await worker_broker._r().delete(worker_broker.stream_key(thread.id))
+        await worker_broker.append(thread.id, kept)
+        await queue._p().execute("UPDATE execution_requests SET status = 'queued' WHERE id = $1", request_id)
+        async with asyncio.timeout(30):
+            while (await queue.get(request_id)).status != "done":
+                await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await task
+        await queue.close()
+    assert await worker_broker.last_seq(thread.id) == stored[-1].seq
+    assert [e.type for e in await worker_broker.events_between(thread.id, stored[-4].seq, None)] == [e.type for e in stored[-3:]]
 
 
 async def test_stop_from_another_process_reaches_the_running_execution(node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
