@@ -113,8 +113,12 @@ class EventBus:
 
     def detach(self, thread_id: str) -> None:
         """Forget a thread this process stopped publishing for (another process
-        may publish next); kept while it has subscribers or unwritten events."""
+        may publish next, and a finished thread's ring of deltas must not stay
+        in memory); kept while an execution here holds it, while it has
+        subscribers, or while events are unwritten."""
         ch = self._channels.get(thread_id)
+        if thread_id in self._fences:  # an execution here still publishes
+            return
         if ch is not None and not ch.subscribers and not ch.pending and not ch.held and not ch.writing and ch.flushing is None:
             del self._channels[thread_id]
             if self._broker is not None:
@@ -258,6 +262,7 @@ class EventBus:
                     yield event
         finally:
             ch.subscribers.discard(queue)
+            self.detach(thread_id)  # the last one out frees an idle thread's channel
 
     async def _backlog(self, thread_id: str, after: int) -> list[Event]:
         ch = self._channels[thread_id]

@@ -79,13 +79,13 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
     lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
     heartbeat = asyncio.create_task(_heartbeat(services, lease))
     try:
+        services.bus.fence(thread.id, lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
         thread = await services.storage.get_thread(thread.id)
         history = (await services.storage.get_messages(thread.id, include_silent=True)).messages
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, history)
         execution.lease_token = lease.token
-        services.bus.fence(thread.id, lease.token)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state)
@@ -95,6 +95,7 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
         services.bus.fence(thread.id, None)
+        services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
         with contextlib.suppress(Exception):
             await services.storage.release_lease(lease)
 

@@ -55,6 +55,7 @@ def build_request(kwargs: dict[str, Any]) -> WireRequest:
     model = params.pop("model").removeprefix("openai/")
     messages = params.pop("messages")
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
+    organization = params.pop("organization", None)
     config = ProviderConfigManager.get_provider_chat_config(model=model, provider=LlmProviders.OPENAI)
     assert config is not None  # LiteLLM always has a config for its own openai family
     optional = get_optional_params(model=model, custom_llm_provider="openai", messages=messages, **params)
@@ -63,9 +64,26 @@ def build_request(kwargs: dict[str, Any]) -> WireRequest:
     body.pop("extra_body", None)
     api_key = config.get_api_key(transport["api_key"])
     api_base = config.get_api_base(transport["api_base"])
-    headers = config.validate_environment(dict(transport["extra_headers"] or {}), model, messages, optional, {}, api_key, api_base)
+    headers = _account_headers(organization) | dict(transport["extra_headers"] or {})
+    headers = config.validate_environment(headers, model, messages, optional, {}, api_key, api_base)
     url = config.get_complete_url(api_base, api_key, model, optional, {}, stream=True)
     return WireRequest(model=model, url=url, headers=headers, body=body, timeout=transport["timeout"])
+
+
+def _account_headers(organization: str | None) -> dict[str, str]:
+    """What the openai SDK adds on LiteLLM's path: organization (the `organization`
+    param, `litellm.organization`, OPENAI_ORGANIZATION or OPENAI_ORG_ID) and project."""
+    import os
+
+    import litellm
+
+    headers = {}
+    organization = organization or litellm.organization or os.environ.get("OPENAI_ORGANIZATION") or os.environ.get("OPENAI_ORG_ID")
+    if organization:
+        headers["OpenAI-Organization"] = organization
+    if project := os.environ.get("OPENAI_PROJECT_ID"):
+        headers["OpenAI-Project"] = project
+    return headers
 
 
 def warm_up() -> None:

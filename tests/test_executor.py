@@ -143,6 +143,41 @@ async def test_ai_human_rests_after_side_a(make_runtime: Any) -> None:
     ]
 
 
+async def test_a_finished_thread_keeps_nothing_in_memory_unless_watched(make_runtime: Any) -> None:
+    """The bus's ring of live deltas is for reconnecting during an execution; kept after
+    it for every thread, a long-running server would grow without bound."""
+    rt, _ = await make_runtime(support_defs(), [R(text="Hi there, how can I help you today?", chunk_size=3)] * 3)
+    channels = rt.services.bus._channels
+    for _ in range(2):
+        thread = await rt.create_thread("chat")
+        await thread.send("hello")
+        assert thread.id not in channels
+    watched = await rt.create_thread("chat")
+    seen: list[str] = []
+
+    async def watch() -> None:
+        async for event in watched.events():
+            seen.append(event.type)
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    await watched.send("hello")
+    assert watched.id in channels and "text_delta" in seen  # a watcher keeps it live
+    watcher.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await watcher
+    assert watched.id not in channels  # the last watcher out frees it
+    replay = [e.type async for e in _until_stopped(watched.events(after=0))]
+    assert "message_created" in replay and "text_delta" not in replay  # the durable log remains
+
+
+async def _until_stopped(events: Any) -> Any:
+    async for event in events:
+        yield event
+        if event.type == "execution_stopped":
+            return
+
+
 async def test_parallel_calls_and_bad_calls_become_error_results(make_runtime: Any) -> None:
     script = [
         R(tool_calls=[

@@ -75,6 +75,19 @@ async def test_both_paths_send_the_same_request(model, params, extra):
     assert headers["auto"] == headers["litellm"] == {"authorization": f"Bearer {KEY}", "x-team": "bench", "content-type": "application/json"}
 
 
+async def test_organization_and_project_headers_match_the_sdk(monkeypatch):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-test")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-test")
+    sent = {}
+    for mode in ("auto", "litellm"):
+        with respx.mock() as router:
+            route = router.post(URL).mock(return_value=sse(openai_events("ok", [], model="gpt-4o-mini", usage=(1, 1))))
+            await run(client(mode))
+        request = route.calls[0].request
+        sent[mode] = (request.headers.get("openai-organization"), request.headers.get("openai-project"))
+    assert sent["auto"] == sent["litellm"] == ("org-test", "proj-test")
+
+
 async def test_unsupported_param_fails_before_any_request_on_both_paths():
     for mode in ("auto", "litellm"):
         with respx.mock(assert_all_called=False) as router:
