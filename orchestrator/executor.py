@@ -235,7 +235,7 @@ class _Execution:
     async def _stream(self, side: SideName, prompt: PromptDefinition, info: Any, toolset: Toolset, messages: list[dict[str, Any]], depth: int) -> tuple[Message, StreamEnd]:
         """Stream one response; tool_call_started fires as progress arguments close."""
         assembler = StreamAssembler(lambda name: _progress_argument(toolset, name))
-        fired: set[tuple[int, str, str | None]] = set()
+        fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
         end: list[StreamEnd] = []
 
         async def consume() -> None:
@@ -267,11 +267,11 @@ class _Execution:
         )
         return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
-    async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: set[tuple[int, str, str | None]]) -> None:
-        key = (call.index, call.name, call.progress_value)
-        if key in fired:  # the same call again after a retried stream
+    async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]) -> None:
+        key = (call.index, call.name)  # not the value: hashing a 1 MB value would cost a millisecond
+        if key in fired and fired[key] == call.progress_value:  # the same call again after a retried stream
             return
-        fired.add(key)
+        fired[key] = call.progress_value
         start = ToolCallStart(
             id=call.id, name=call.name, index=call.index, side=side, depth=depth,
             progress_argument=_progress_argument(toolset, call.name), progress_value=call.progress_value,

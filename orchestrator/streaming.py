@@ -66,7 +66,7 @@ class ProgressScanner:
     key holding a string still would, as `json.loads` keeps the last one).
     """
 
-    __slots__ = ("_depth", "_escape", "_in_string", "_matched", "_parts", "_state", "done", "key", "value")
+    __slots__ = ("_blocks", "_depth", "_escape", "_escaped", "_in_string", "_matched", "_parts", "_state", "done", "key", "value")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -75,6 +75,8 @@ class ProgressScanner:
         self._state = _START
         self._escape = False  # the previous fragment ended right after a backslash
         self._parts: list[str] = []  # raw text of the key or value being read
+        self._blocks: list[str] = []  # earlier parts, joined a few hundred at a time (a 1 MB value comes in 100k deltas)
+        self._escaped = False  # the string being read has a backslash: it needs decoding
         self._depth = 0  # depth inside a skipped object/array value
         self._in_string = False  # inside a string within a skipped container
         self._matched = False  # the current key equals self.key
@@ -85,7 +87,7 @@ class ProgressScanner:
         state = self._state
         if state in (_CAPTURE, _SKIP_STRING) and not self._escape and '"' not in fragment and "\\" not in fragment:
             if state == _CAPTURE:  # the hot path: a plain run inside a string
-                self._parts.append(fragment)
+                self._keep(fragment)
             return None
         pos, end = 0, len(fragment)
         while pos < end and not self.done:
@@ -107,6 +109,7 @@ class ProgressScanner:
             i = m.start()
             if s[i] == '"':
                 return i
+            self._escaped = True
             if i + 1 >= len(s):
                 self._escape = True
                 return -1
@@ -115,25 +118,37 @@ class ProgressScanner:
     def _read_key(self, s: str, pos: int) -> int:
         q = self._string_end(s, pos)
         if q < 0:
-            self._parts.append(s[pos:])
+            self._keep(s[pos:])
             return len(s)
-        self._parts.append(s[pos:q])
-        raw = "".join(self._parts)
-        self._parts = []
-        self._matched = (raw if "\\" not in raw else _decode_string(raw)) == self.key
+        self._keep(s[pos:q])
+        escaped, raw = self._escaped, self._take()
+        self._matched = (_decode_string(raw) if escaped else raw) == self.key
         self._state = _COLON
         return q + 1
 
     def _capture(self, s: str, pos: int) -> int:
         q = self._string_end(s, pos)
         if q < 0:
-            self._parts.append(s[pos:])
+            self._keep(s[pos:])
             return len(s)
-        self._parts.append(s[pos:q])
-        self.value = _decode_string("".join(self._parts))
-        self._parts = []
+        self._keep(s[pos:q])
+        escaped, raw = self._escaped, self._take()
+        self.value = _decode_string(raw) if escaped else raw  # no backslash: the raw text is the value
         self.done = True
         return q + 1
+
+    def _keep(self, piece: str) -> None:
+        parts = self._parts
+        parts.append(piece)
+        if len(parts) >= 512:  # so the closing delta joins a few blocks, not 100k pieces
+            self._blocks.append("".join(parts))
+            parts.clear()
+
+    def _take(self) -> str:
+        """The string read so far, and a fresh start for the next one."""
+        raw = "".join([*self._blocks, *self._parts])
+        self._blocks, self._parts, self._escaped = [], [], False
+        return raw
 
     def _skip_string(self, s: str, pos: int) -> int:
         q = self._string_end(s, pos)
