@@ -215,28 +215,30 @@ def run_load(workers: dict[str, Worker], url: str, plan: Plan, log: Any) -> dict
     return out
 
 
-def run_gc_comparison(url: str, plan: Plan, log: Any) -> dict[str, Any]:
+def run_gc_comparison(url: str, plan: Plan, log: Any) -> list[dict[str, Any]]:
     """The same load on two fresh runtime workers, as shipped (`gc.freeze()` at open)
-    and with `gc_freeze` off; each warmed up alike before the measured run."""
-    level = plan.levels[-1]
+    and with `gc_freeze` off, each warmed up alike; at 100 and at 1,000 at once."""
     model = model_name("a", chunks=50, latency=50)
-    out: dict[str, Any] = {"level": level}
-    for label, key in (("frozen", "runtime"), ("plain", "runtime_nofreeze")):
-        worker = Worker(key, url, tag="_gc")
-        try:
-            worker.ready()
-            worker.call("conv", scenario="a", model=model_name("a", chunks=50), repeat=3)
-            worker.call("load", model=model, concurrency=min(level, 100), total=min(level, 100))
-            out[label] = worker.call("load", model=model, concurrency=level, total=_load_total(level))
-        finally:
-            worker.close()
-    log(f"  gc.freeze comparison at {level} done")
+    out = []
+    for level in [lvl for lvl in plan.levels if lvl >= 100]:
+        row: dict[str, Any] = {"level": level}
+        for label, key in (("frozen", "runtime"), ("plain", "runtime_nofreeze")):
+            worker = Worker(key, url, tag="_gc")
+            try:
+                worker.ready()
+                worker.call("conv", scenario="a", model=model_name("a", chunks=50), repeat=3)
+                worker.call("load", model=model, concurrency=min(level, 100), total=min(level, 100))
+                row[label] = worker.call("load", model=model, concurrency=level, total=_load_total(level))
+            finally:
+                worker.close()
+        out.append(row)
+        log(f"  gc.freeze comparison at {level} done")
     return out
 
 
 def _load_total(level: int) -> int:
     """Conversations per load run: enough waves that synchronised starts average out."""
-    return max(50, 2 * level)
+    return max(100, 2 * level)
 
 
 def run_memory(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any]:
