@@ -218,23 +218,25 @@ async def test_the_worker_closing_a_served_request_streams_the_unstreamed_tail(n
         request_id = await submit(server, queue, thread.id)
         await _collect(server, thread.id, 0, _stopped)
         stored = await server.storage.events_after(thread.id, 0)
-        async with asyncio.timeout(30):
-            while (await queue.get(request_id)).status != "done":
-                await asyncio.sleep(0.05)
+        await _until_done(queue, request_id)
         # as if the worker died after its last commit: the stream lacks the tail, the request is not done
         kept = await worker_broker.events_between(thread.id, 0, stored[-3].seq)
         await worker_broker._r().delete(worker_broker.stream_key(thread.id))
         await worker_broker.append(thread.id, kept)
         await queue._p().execute("UPDATE execution_requests SET status = 'queued' WHERE id = $1", request_id)
-        async with asyncio.timeout(30):
-            while (await queue.get(request_id)).status != "done":
-                await asyncio.sleep(0.05)
+        await _until_done(queue, request_id)
     finally:
         stop.set()
         await task
         await queue.close()
     assert await worker_broker.last_seq(thread.id) == stored[-1].seq
     assert [e.type for e in await worker_broker.events_between(thread.id, stored[-4].seq, None)] == [e.type for e in stored[-3:]]
+
+
+async def _until_done(queue: Any, request_id: Any) -> None:
+    async with asyncio.timeout(30):
+        while (await queue.get(request_id)).status != "done":
+            await asyncio.sleep(0.05)  # the worker runs in this loop: polling its request's row
 
 
 async def test_stop_from_another_process_reaches_the_running_execution(node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,9 +251,7 @@ async def test_stop_from_another_process_reaches_the_running_execution(node: Any
             while not TOOL_RUNS:
                 await asyncio.sleep(0.02)
         assert await server_broker.stop(thread.id, "operator said so") == 1  # one worker listening
-        async with asyncio.timeout(30):
-            while (await queue.get(request_id)).status != "done":
-                await asyncio.sleep(0.05)
+        await _until_done(queue, request_id)
     finally:
         stop.set()
         await task
