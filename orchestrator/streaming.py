@@ -164,33 +164,25 @@ class ProgressScanner:
         self.done = True
         return len(s)
 
-    def _before_object(self, s: str, pos: int) -> int:
+    def _expect(self, s: str, pos: int, char: str, state: int) -> int:
+        """After optional whitespace, `char` moves on to `state`; anything else ends the scan."""
         p = _WS.match(s, pos).end()
         if p == len(s):
             return p
-        if s[p] != "{":
+        if s[p] != char:
             return self._give_up(s)
-        self._state = _KEY_OR_END
+        self._state = state
         return p + 1
+
+    def _before_object(self, s: str, pos: int) -> int:
+        return self._expect(s, pos, "{", _KEY_OR_END)
 
     def _key_or_end(self, s: str, pos: int) -> int:
-        p = _WS.match(s, pos).end()
-        if p == len(s):
-            return p
-        c = s[p]
-        if c == '"':
-            self._state = _KEY
-            return p + 1
-        return self._give_up(s)  # "}" closes the object without the value; anything else is not JSON
+        # "}" closes the object without the value; anything but a key is not JSON
+        return self._expect(s, pos, '"', _KEY)
 
     def _colon(self, s: str, pos: int) -> int:
-        p = _WS.match(s, pos).end()
-        if p == len(s):
-            return p
-        if s[p] != ":":
-            return self._give_up(s)
-        self._state = _VALUE
-        return p + 1
+        return self._expect(s, pos, ":", _VALUE)
 
     def _value(self, s: str, pos: int) -> int:
         p = _WS.match(s, pos).end()
