@@ -9,7 +9,10 @@ discard everything it assembled from this stream so far.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "refusal", "error"]
+"""How an answer ended, the same word for every provider; `StreamEnd.finish_reason` keeps the provider's own."""
 
 
 @dataclass(slots=True)
@@ -18,13 +21,39 @@ class TextDelta:
 
 
 @dataclass(slots=True)
+class ReasoningDelta:
+    """Model reasoning: OpenAI-compatible `reasoning_content`, Anthropic thinking, Gemini thought parts.
+
+    Stored on the message, shown to neither the other side nor the person, and sent back to the same
+    provider where it requires it. `signature` is Anthropic's `signature_delta` or Gemini's
+    `thoughtSignature`; `redacted` is the opaque data of an Anthropic `redacted_thinking` block.
+    """
+
+    text: str
+    signature: str | None = None
+    redacted: str | None = None
+
+
+@dataclass(slots=True)
+class RefusalDelta:
+    """A fragment of a refusal (OpenAI `delta.refusal`), kept apart from the answer's text."""
+
+    text: str
+
+
+@dataclass(slots=True)
 class ToolCallDelta:
-    """A fragment of one tool call. `id`/`name` come on a call's first fragment only."""
+    """A fragment of one tool call. `id`/`name` come on a call's first fragment only.
+
+    `id` is the provider's own call id, never rewritten; `signature` carries what the provider
+    needs back with the call on the next turn (a Gemini `thoughtSignature`), kept apart from the id.
+    """
 
     index: int
     id: str | None
     name: str | None
     arguments: str
+    signature: str | None = None
 
 
 @dataclass(slots=True)
@@ -51,14 +80,19 @@ class StreamUsage:
 
 @dataclass(slots=True)
 class StreamEnd:
-    finish_reason: str | None
+    """The provider's own end marker arrived. A stream that ends without one is cut: an error, never this."""
+
+    finish_reason: str | None  # the provider's raw value ("end_turn", "MAX_TOKENS", "stop", ...)
     model: str  # the LiteLLM model string that answered
     provider: str  # the provider name from the config
     usage: StreamUsage = field(default_factory=StreamUsage)
     attempts: int = 1
+    finish: FinishReason = "stop"  # normalized: see `FinishReason`
 
 
-StreamItem = TextDelta | ToolCallDelta | ProviderBlock | StreamRestart | StreamEnd
+StreamItem = (
+    TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock | StreamRestart | StreamEnd
+)
 
 
 @dataclass(frozen=True, slots=True)
