@@ -41,7 +41,7 @@ def check(path: Path) -> None:
     for problem in defs.problems:
         click.echo(str(problem))
     for warning in _dialect_warnings(defs):
-        click.echo(f"warning: {warning}")
+        click.echo(warning)
     if defs.problems:
         count = len(defs.problems)
         click.echo(f"{count} problem{'s' if count != 1 else ''} found in {path}", err=True)
@@ -74,7 +74,7 @@ def tools(as_json: bool, path: Path, dialect: str) -> None:
 
 def _tool_entry(defs: Definitions, name: str, dialect: str) -> dict[str, Any]:
     from .loader import callable_description, callable_kind
-    from .schema import SchemaError, is_strict_compatible, tool_parameters
+    from .schema import SchemaError, strict_notes, tool_parameters
 
     defn = defs.resolve_callable(name)
     try:
@@ -88,12 +88,17 @@ def _tool_entry(defs: Definitions, name: str, dialect: str) -> dict[str, Any]:
         "parameters": parameters,
     }
     if dialect == "openai":
-        entry["strict"] = is_strict_compatible(parameters)
+        notes = strict_notes(parameters)
+        entry["strict"] = not notes
+        if notes:
+            entry["strict_notes"] = notes  # why this tool is sent with strict: false
     return entry
 
 
 def _print_entry(entry: dict[str, Any]) -> None:
     click.echo(f"{click.style(entry['name'], bold=True)} ({entry['kind']}): {entry['description']}")
+    for note in entry.get("strict_notes", []):
+        click.echo(f"    note: not strict: {note}")
     params = entry["parameters"]
     required = set(params.get("required", []))
     if not params.get("properties"):
@@ -117,20 +122,22 @@ def _type_label(schema: dict[str, Any]) -> str:
 
 
 def _dialect_warnings(defs: Definitions) -> list[str]:
-    from .schema import SchemaError, is_strict_compatible, tool_parameters
+    """Warnings (a provider cannot take a schema) and notes (a tool loses strict mode): never problems."""
+    from .schema import SchemaError, strict_notes, tool_parameters
 
-    warnings = []
+    lines = []
     for name in defs.callable_names():
         args = defs.resolve_callable(name).args
         for dialect in _DIALECTS:
             try:
                 params = tool_parameters(args, dialect)
             except SchemaError as exc:
-                warnings.append(f"{name}: cannot be offered to {dialect}: {exc}")
+                lines.append(f"warning: {name}: cannot be offered to {dialect}: {exc}")
                 continue
-            if dialect == "openai" and not is_strict_compatible(params):
-                warnings.append(f"{name}: sent to openai without strict mode (a record cannot be strict)")
-    return warnings
+            notes = strict_notes(params) if dialect == "openai" else []
+            if notes:
+                lines.append(f"note: {name}: sent to openai with strict: false ({'; '.join(notes)})")
+    return lines
 
 
 def _summary(defs: Definitions) -> str:

@@ -7,16 +7,19 @@ Two jobs live here, both about the shape of a tool's arguments:
    `orchestrator check`) instead of as a 400 in the middle of a conversation.
    Supported: `str`, `int`, `float`, `bool`, `Literal[...]`, `Enum` (string or
    integer values), `list[T]`, nested `BaseModel`s, `dict[str, T]` (a record),
-   unions, `Optional`/nullable and defaults; descriptions are kept. Nesting is
-   counted in containers: the args object is level 1 and every nested object,
-   list or record adds one; 7 levels are accepted, 8 refused.
+   unions, `Optional`/nullable and defaults; descriptions are kept. Free-form
+   JSON too: `Any`, `pydantic.JsonValue`, `dict[str, Any]` / `dict` (any
+   object) and `list[Any]` / `list` (any array), at any depth; the value a
+   model sends reaches `execute` as parsed JSON, untouched. Nesting is counted
+   in containers: the args object is level 1 and every nested object, list or
+   record adds one; 7 levels are accepted, 8 refused.
 
    Refused, with the field's dotted path (`filters.since`, list items as `[]`):
    `bytes`, `datetime`/`date`/`time`/`timedelta` (models only produce text, so
    a date is a string: declare `str` with
    `Field(json_schema_extra={"format": "date-time"})` and parse it in
-   `execute`), `set`/`frozenset`/`tuple` (use `list[T]`), `Any` and bare
-   containers, arbitrary classes, and recursive models.
+   `execute`), `set`/`frozenset`/`tuple` (use `list[T]`), arbitrary classes,
+   and recursive models.
 
 2. `tool_parameters` / `tool_spec` derive the JSON schema sent to a model.
    There is one generator (pydantic's own JSON schema, with `$ref`s inlined and
@@ -26,15 +29,21 @@ Two jobs live here, both about the shape of a tool's arguments:
      `required` and has `additionalProperties: false`; a field that may be
      omitted becomes nullable, and its default moves into the description
      (strict mode rejects `default`). Call `drop_null_defaults` on the
-     arguments a model sends before validating them. A record cannot be
-     expressed in strict mode, so a tool with one is sent with `strict: false`.
+     arguments a model sends before validating them. A record or a free-form
+     value cannot be expressed in strict mode, so a tool with one is sent with
+     `strict: false` (`strict_notes` says why) and the value's schema allows
+     any object (`additionalProperties: true`) or any JSON value (`{}`).
    - ``anthropic``: the standard JSON schema Claude takes as `input_schema`
      (optional fields stay optional, defaults stay).
    - ``gemini``: the OpenAPI 3.0 subset of function declarations: no `$ref`,
      no `additionalProperties`, no `const`, `nullable: true` instead of a null
      branch; enums are strings, so an integer enum becomes an integer whose
      values are listed in the description. A record (or an enum mixing
-     types) cannot be said in it and is refused with the field's path.
+     types) cannot be said in it and is refused with the field's path. A
+     free-form object is `type: object` without `properties` (what LiteLLM
+     also sends for an empty object: Gemini rejects `properties: {}` and
+     `additionalProperties`); any JSON value is an `anyOf` of the five typed
+     forms, each `nullable`, since an empty schema would become an object.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, RootModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, JsonValue, RootModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from .definitions import DefinitionError
@@ -62,6 +71,7 @@ __all__ = [
     "is_plain_string_field",
     "is_strict_compatible",
     "native_tool_spec",
+    "strict_notes",
     "tool_parameters",
     "tool_spec",
 ]
@@ -71,7 +81,7 @@ MAX_DEPTH = 7
 
 _SUPPORTED = (
     "supported: str, int, float, bool, Literal, Enum, list[T], dict[str, T], "
-    "a BaseModel, unions and Optional"
+    "a BaseModel, unions and Optional; Any, JsonValue, dict[str, Any] and list[Any] for free-form JSON"
 )
 
 
@@ -117,7 +127,7 @@ def _check_type(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> N
     origin = get_origin(tp)
     if origin is typing.Annotated:
         return _check_type(get_args(tp)[0], path=path, level=level, stack=stack)
-    if tp in (str, int, float, bool, type(None)):
+    if tp in (str, int, float, bool, type(None)) or tp is Any or tp is JsonValue:
         return None
     if origin in (Union, types.UnionType):
         for member in get_args(tp):
@@ -137,18 +147,14 @@ def _check_type(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> N
 
 
 def _check_container(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    args = get_args(tp)
-    if not args or args[0] is Any:
-        raise _refuse(stack[0], path, "a list needs an item type (list[T])")
+    args = get_args(tp) or (Any,)  # a bare `list` holds any JSON values
     if level + 1 > MAX_DEPTH:
         raise _refuse(stack[0], path, f"nesting of {level + 1} levels exceeds the maximum of {MAX_DEPTH}")
     _check_type(args[0], path=f"{path}[]", level=level + 1, stack=stack)
 
 
 def _check_record(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    args = get_args(tp)
-    if len(args) != 2 or args[1] is Any:
-        raise _refuse(stack[0], path, "a record needs its types (dict[str, T])")
+    args = get_args(tp) or (str, Any)  # a bare `dict` is any JSON object
     if args[0] is not str:
         raise _refuse(stack[0], path, f"a record's keys must be str, got {_type_name(args[0])}")
     if level + 1 > MAX_DEPTH:
@@ -172,8 +178,6 @@ def _check_enum(tp: type[enum.Enum], *, path: str, stack: tuple[type, ...]) -> N
 
 def _reason(tp: Any) -> str:
     origin = get_origin(tp) or tp
-    if tp is Any:
-        return "Any is not supported: give the field a concrete type"
     if tp in (bytes, bytearray):
         return "bytes is not supported: models send text (use str, e.g. base64)"
     if tp in (_dt.datetime, _dt.date, _dt.time, _dt.timedelta):
@@ -223,7 +227,7 @@ def tool_spec(name: str, description: str, model: type[BaseModel] | None, dialec
     params = tool_parameters(model, dialect)
     function: dict[str, Any] = {"name": name, "description": description, "parameters": params}
     if dialect == "openai":
-        function["strict"] = is_strict_compatible(params)
+        function["strict"] = not strict_notes(params)
     return {"type": "function", "function": function}
 
 
@@ -237,10 +241,35 @@ def native_tool_spec(name: str, description: str, model: type[BaseModel] | None,
 
 
 def is_strict_compatible(schema: dict) -> bool:
-    """True when every object closes its properties: what OpenAI strict mode requires."""
-    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
-        return False
-    return all(is_strict_compatible(sub) for sub in _subschemas(schema))
+    """True when OpenAI strict mode can take `schema`: every value typed, every object closed."""
+    return not strict_notes(schema)
+
+
+def strict_notes(schema: dict, path: str = "") -> list[str]:
+    """Why OpenAI strict mode cannot take `schema`, one `path: reason` each; empty when it can.
+
+    Strict mode needs every object's keys named and every value typed, so a
+    record, a free-form object and an any-JSON value each turn it off for the
+    whole tool (the tool is still sent, with `strict: false`).
+    """
+    where = path or "(arguments)"
+    if _is_any(schema):
+        return [f"{where}: any JSON value (Any / JsonValue) has no type strict mode can check"]
+    notes: list[str] = []
+    extra = schema.get("additionalProperties")
+    if schema.get("type") == "object" and extra is not False:
+        if isinstance(extra, dict):
+            notes.append(f"{where}: a record (dict[str, T]) has keys strict mode cannot name")
+            notes += strict_notes(extra, f"{path}[]")
+        else:
+            notes.append(f"{where}: a free-form object (dict[str, Any]) has keys strict mode cannot name")
+    for name, sub in schema.get("properties", {}).items():
+        notes += strict_notes(sub, _join(path, name))
+    for sub in schema.get("anyOf", []):
+        notes += strict_notes(sub, path)
+    if isinstance(schema.get("items"), dict):
+        notes += strict_notes(schema["items"], f"{path}[]")
+    return list(dict.fromkeys(notes))
 
 
 def drop_null_defaults(model: type[BaseModel], data: Any) -> Any:
@@ -311,21 +340,15 @@ def _admits_none(tp: Any) -> bool:
 # shared passes
 # --------------------------------------------------------------------------
 
-_SCHEMA_MAPS = ("properties", "$defs", "definitions")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_ONE = ("items", "additionalProperties", "not")
 
 
-def _subschemas(node: dict) -> list[dict]:
-    subs: list[dict] = []
-    for key in _SCHEMA_MAPS:
-        subs.extend(node.get(key, {}).values())
-    for key in _SCHEMA_LISTS:
-        subs.extend(node.get(key, []))
-    for key in _SCHEMA_ONE:
-        if isinstance(node.get(key), dict):
-            subs.append(node[key])
-    return subs
+_TYPED_KEYWORDS = ("type", "anyOf", "oneOf", "allOf", "enum", "const", "properties", "items", "$ref", "not")
+
+
+def _is_any(node: Any) -> bool:
+    """A schema that says nothing of the value's type: `Any` or `JsonValue` (`{}` + notes)."""
+    return isinstance(node, dict) and not any(key in node for key in _TYPED_KEYWORDS)
 
 
 def _inline_refs(schema: dict) -> dict:
@@ -363,6 +386,8 @@ def _plain(node: dict) -> dict:
             out["anyOf"] = [_plain(sub) for sub in value]
         elif key == "const":
             out["enum"] = [value]
+        elif key == "additionalProperties" and _is_any(value):
+            out[key] = True  # dict[str, JsonValue] is `dict[str, Any]`: any object
         elif isinstance(value, dict) and key in _SCHEMA_ONE:
             out[key] = _plain(value)
         else:
@@ -440,6 +465,8 @@ def _openai_object(node: dict, path: str) -> dict:
     if isinstance(extra, dict) and not node.get("properties"):
         node["additionalProperties"] = _openai(extra, f"{path}[]")  # a record: not strict-able
         return node
+    if extra is True and not node.get("properties"):
+        return {**node, "additionalProperties": True}  # a free-form object: not strict-able
     required = set(node.get("required", []))
     props = {}
     for name, sub in node.get("properties", {}).items():
@@ -450,7 +477,7 @@ def _openai_object(node: dict, path: str) -> dict:
 
 
 def _nullable(node: dict) -> dict:
-    if node.get("type") == "null":
+    if node.get("type") == "null" or _is_any(node):  # any JSON value already admits null
         return node
     if "anyOf" in node:
         if not any(sub.get("type") == "null" for sub in node["anyOf"]):
@@ -485,10 +512,19 @@ _GEMINI_KEYWORDS = {
 _GEMINI_FORMATS = {"string": {"date-time", "enum"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
 
 
+_GEMINI_JSON = [{"type": t, "nullable": True} for t in ("string", "number", "boolean", "object")]
+_GEMINI_ANY = [*_GEMINI_JSON, {"type": "array", "items": {"anyOf": _GEMINI_JSON}, "nullable": True}]
+
+
 def _gemini(node: dict, path: str) -> dict:
     node = _with_default_note(node, note_null=False)
+    if _is_any(node):  # LiteLLM would make a typeless schema an object: list every JSON form
+        out = {k: v for k, v in node.items() if k == "description"}
+        return {**out, "anyOf": copy.deepcopy(_GEMINI_ANY)}
     if "anyOf" in node:
         return _gemini_union(node, path)
+    if node.get("additionalProperties") is True and not node.get("properties"):
+        return {k: v for k, v in node.items() if k in ("type", "description", "nullable")}  # any object
     if isinstance(node.get("additionalProperties"), dict):
         raise SchemaError(
             f"{path}: Gemini cannot take a record (dict[str, T]); "

@@ -77,7 +77,7 @@ def test_check_warns_about_dialects_without_failing(tmp_path: Path) -> None:
     code, out = invoke("check", str(tmp_path / "defs"))
     assert code == 0, out
     assert "warning: label: cannot be offered to gemini" in out
-    assert "warning: label: sent to openai without strict mode" in out
+    assert "note: label: sent to openai with strict: false (labels: a record" in out
 
 
 def test_tools_json_lists_tools_prompts_and_schemas() -> None:

@@ -307,9 +307,10 @@ class Holder(BaseModel):
         (frozenset[int], "a set is not supported"),
         (tuple[int, int], "a tuple is not supported"),
         (Decimal, "Decimal is not a supported type"),
-        (Any, "Any is not supported"),
-        (list, "a list needs an item type"),
+        (object, "object is not a supported type"),
         (dict[int, str], "a record's keys must be str"),
+        (dict[int, Any], "a record's keys must be str"),
+        (list[bytes], "bytes is not supported"),
     ],
 )
 def test_unsupported_type_is_refused_with_path(annotation: Any, reason: str) -> None:
