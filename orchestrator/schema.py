@@ -519,8 +519,8 @@ _GEMINI_ANY = [*_GEMINI_JSON, {"type": "array", "items": {"anyOf": _GEMINI_JSON}
 def _gemini(node: dict, path: str) -> dict:
     node = _with_default_note(node, note_null=False)
     if _is_any(node):  # LiteLLM would make a typeless schema an object: list every JSON form
-        out = {k: v for k, v in node.items() if k == "description"}
-        return {**out, "anyOf": copy.deepcopy(_GEMINI_ANY)}
+        notes = {k: v for k, v in node.items() if k == "description"}
+        return {"anyOf": [{**copy.deepcopy(m), **notes} for m in _GEMINI_ANY]}
     if "anyOf" in node:
         return _gemini_union(node, path)
     if node.get("additionalProperties") is True and not node.get("properties"):
@@ -558,14 +558,19 @@ def _gemini_enum(node: dict, path: str) -> dict:
 
 
 def _gemini_union(node: dict, path: str) -> dict:
+    """Gemini takes nothing beside `anyOf` (LiteLLM drops it too), so notes go into each member."""
     members = [m for m in node["anyOf"] if m.get("type") != "null"]
     nullable = len(members) < len(node["anyOf"])
     outer = {k: v for k, v in node.items() if k not in ("anyOf", "type")}
     if len(members) == 1:
         out = _gemini({**members[0], **outer}, path)
     else:
-        out = _gemini(outer, path)
-        out["anyOf"] = [_gemini(m, path) for m in members]
-    if nullable:
-        out["nullable"] = True
-    return out
+        shared = _gemini(outer, path)
+        out = {"anyOf": [{**_gemini(m, path), **shared} for m in members]}
+    return _gemini_nullable(out) if nullable else out
+
+
+def _gemini_nullable(node: dict) -> dict:
+    if "anyOf" in node:
+        return {"anyOf": [{**m, "nullable": True} for m in node["anyOf"]]}
+    return {**node, "nullable": True}
