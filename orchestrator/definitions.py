@@ -149,9 +149,11 @@ class HookDefinition(_Definition):
 
 
 def define_tool(
+    fn: ToolExecute | None = None,
+    /,
     *,
-    description: str,
-    execute: ToolExecute,
+    description: str | None = None,
+    execute: ToolExecute | None = None,
     args: type[BaseModel] | None = None,
     variables: tuple[VariableDefinition, ...] | list[VariableDefinition] = (),
     uses: tuple[str, ...] | list[str] = (),
@@ -161,7 +163,25 @@ def define_tool(
     execution_provider: str | None = None,
     timeout: float | None = None,
 ) -> ToolDefinition:
-    """Define a tool. `execute(state, args)` with `args`, `execute(state)` without."""
+    """Define a tool: `execute(state, args)` with an `args` model, `execute(state)` without.
+
+    Or from a plain async function, `define_tool(fn)` or `@define_tool`: its
+    signature and docstring give the arguments and the description (see
+    `function_tool`); `description=` overrides the docstring's.
+    """
+    if fn is not None:
+        if execute is not None or args is not None:
+            raise DefinitionError("define_tool: pass a function, or execute= (with args=), not both")
+        from .function_tool import from_function
+
+        built = from_function(fn)
+        description = description or built.description
+        execute, args = built.execute, built.args
+        if not description:
+            name = getattr(fn, "__name__", "fn")
+            raise DefinitionError(f"define_tool({name}): give the function a docstring or pass description=")
+    elif execute is None:
+        raise DefinitionError("define_tool: 'execute' is required (or pass a function: define_tool(fn) / @define_tool)")
     if not isinstance(description, str) or not description.strip():
         raise DefinitionError("define_tool: 'description' must be a non-empty string")
     if args is not None:

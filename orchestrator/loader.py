@@ -2,7 +2,9 @@
 
 The folder holds `tools/`, `prompts/`, `agents/` and `hooks/`. Each `.py` file
 in them is one definition, bound at module level to the name of its kind
-(`tool`, `prompt`, `agent`, `hook`); the file's stem is the definition's name.
+(`tool`, `prompt`, `agent`, `hook`), or, when that name is not bound, under
+any one name (so `@define_tool` on `async def get_weather(...)` works); the
+file's stem is the definition's name.
 The rules, each reported as a `Problem` naming the file and the rule:
 
 - file names are snake_case (`[a-z][a-z0-9_]*`, at most 64 characters, the
@@ -241,6 +243,8 @@ class _Loader:
             return
         value = getattr(module, attr, None)
         if value is None:
+            value = _sole_definition(module, cls)
+        if value is None:
             self.failed[kind].add(stem)
             self._problem(
                 file, "missing-definition",
@@ -376,6 +380,12 @@ def _package_module(name: str, folder: Path) -> None:
     module.__path__ = [str(folder)]
     module.__package__ = name
     sys.modules[name] = module
+
+
+def _sole_definition(module: types.ModuleType, cls: type[_Definition]) -> _Definition | None:
+    """The file's one definition of its kind under another name (a decorated function); else None."""
+    found = [v for n, v in vars(module).items() if isinstance(v, cls) and not n.startswith("_")]
+    return found[0] if len(found) == 1 else None
 
 
 def _error_line(exc: BaseException, file: Path) -> int | None:
