@@ -2,9 +2,8 @@
 
 The folder holds `tools/`, `prompts/`, `agents/` and `hooks/`. Each `.py` file
 in them is one definition, bound at module level to the name of its kind
-(`tool`, `prompt`, `agent`, `hook`), or, when that name is not bound, under
-any one name (so `@define_tool` on `async def get_weather(...)` works); the
-file's stem is the definition's name.
+(`tool`, `prompt`, `agent`, `hook`; a tool may instead be one `@define_tool`
+function under its own name); the file's stem is the definition's name.
 The rules, each reported as a `Problem` naming the file and the rule:
 
 - file names are snake_case (`[a-z][a-z0-9_]*`, at most 64 characters, the
@@ -242,8 +241,8 @@ class _Loader:
             self.failed[kind].add(stem)
             return
         value = getattr(module, attr, None)
-        if value is None:
-            value = _sole_definition(module, cls)
+        if value is None and kind == "tools":
+            value = _decorated_tool(module)
         if value is None:
             self.failed[kind].add(stem)
             self._problem(
@@ -382,9 +381,17 @@ def _package_module(name: str, folder: Path) -> None:
     sys.modules[name] = module
 
 
-def _sole_definition(module: types.ModuleType, cls: type[_Definition]) -> _Definition | None:
-    """The file's one definition of its kind under another name (a decorated function); else None."""
-    found = [v for n, v in vars(module).items() if isinstance(v, cls) and not n.startswith("_")]
+def _decorated_tool(module: types.ModuleType) -> ToolDefinition | None:
+    """The file's one `@define_tool` function, bound under its own name; else None.
+
+    Only a decorated function qualifies (its `execute` carries the name it is
+    bound to): `my_tool = define_tool(execute=...)` is still a misnamed binding.
+    """
+    found = [
+        value
+        for name, value in vars(module).items()
+        if isinstance(value, ToolDefinition) and getattr(value.execute, "__name__", None) == name
+    ]
     return found[0] if len(found) == 1 else None
 
 
