@@ -275,3 +275,20 @@ def test_example_prompts_and_agents(examples: Definitions) -> None:
     assert (demo.side_b.prompt, demo.side_b.end_conversation_tool) == ("customer", "end_chat")  # type: ignore[union-attr]
     chat = examples.agents["support_chat"]
     assert chat.type == "ai_human" and chat.side_a.prompt == "support_agent"
+
+
+async def test_update_device_settings_keeps_free_form_settings_as_sent(examples: Definitions) -> None:
+    tool = examples.tools["update_device_settings"]
+    assert tool.description == "Save settings for a customer's device, e.g. its APN."
+    assert tool.args is not None and list(tool.args.model_fields) == ["customer_id", "settings", "mode"]
+    state = FakeState()
+    sent = {"apn": "internet.café", "mms": {"proxy": "", "port": 8080, "ratio": 1.0}, "bands": [3, 7, [20]]}
+    result = await run(examples, "update_device_settings", state, customer_id="C001", settings=sent)
+    assert result.result == "Saved 3 setting(s) for C001"
+    assert json.dumps(state.values["device_settings:C001"]) == json.dumps(sent)
+    await run(examples, "update_device_settings", state, customer_id="C001", settings={"apn": "ims"})
+    assert state.values["device_settings:C001"]["apn"] == "ims" and "mms" in state.values["device_settings:C001"]
+    await run(examples, "update_device_settings", state, customer_id="C001", settings={}, mode="replace")
+    assert state.values["device_settings:C001"] == {}
+    with pytest.raises(ValueError, match="customer_id"):
+        tool.args.model_validate({"customer_id": "bob", "settings": {}})
