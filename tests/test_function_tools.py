@@ -379,3 +379,12 @@ async def test_a_function_tool_runs_in_a_conversation(make_runtime: Any) -> None
     offered = model.requests[0]["tools"][0]["function"]
     assert offered["description"] == "Reserve a room." and offered["strict"] is True
     assert offered["parameters"]["properties"]["people"]["description"] == "Head count. Defaults to 2 when null."
+
+
+def test_the_guide_example_runs() -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = guide.split("### Tools from plain functions", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "guide_example"}
+    exec(compile(block, "docs/guide.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    assert namespace["set_apn"].args is not None
