@@ -455,3 +455,46 @@ async def test_a_streamed_nested_free_form_object_reaches_execute_as_sent(record
     assert strict == {"update_settings": False, "lookup": True}
     stored = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
     assert [m.tool_status for m in stored] == ["success"]
+
+
+@pytest.mark.parametrize(
+    ("wire", "provider", "model_name"),
+    [("anthropic", {"type": "anthropic", "api_key": "${FREEFORM_KEY}"}, "claude-sonnet-4-5"),
+     ("gemini", {"type": "gemini", "api_key": "${FREEFORM_KEY}"}, "gemini-2.5-flash")],
+)
+async def test_other_wires_carry_the_dialect_schema_and_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wire: str, provider: dict[str, Any], model_name: str
+) -> None:
+    """The schema LiteLLM puts on each provider's wire is our dialect's; the object comes back whole."""
+    from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
+
+    monkeypatch.setenv("FREEFORM_KEY", "k-freeform-test-0123456789")
+    sent = json.loads(_sent_arguments())["settings"]
+    seen: list[Any] = []
+    args_model = create_model("Args", customer_id=(str, ...), settings=(dict[str, Any], Field(description="APN settings")),
+                              extra=(Any, None))
+
+    async def update_settings(state: Any, args: Any) -> ToolResult:
+        seen.append(args.settings)
+        return ToolResult.ok("saved")
+
+    defs = definitions(
+        tools={"update_settings": define_tool(description="Save settings", args=args_model, execute=update_settings)},
+        prompts={"pa": define_prompt(prompt="Help.", tool_description="a", tools=("update_settings",))},
+        agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
+    )
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("update_settings", _sent_arguments())]), ScriptedResponse(text="Saved.")], wire=wire)  # type: ignore[arg-type]
+    config = {"providers": {"p": provider}, "models": {"m": {"provider": "p", "model": model_name, "params": {"max_tokens": 64}, "retry": {"attempts": 1}}},
+              "default_model": "m"}
+    with model.serving():
+        runtime = Runtime(defs, config=config_from_dict(config), storage=SQLiteStorage(str(tmp_path / "w.db")))
+        async with runtime:
+            result = await (await runtime.create_thread("chat")).send("Set my APN")
+    assert result.output == "Saved."
+    assert seen == [sent] and json.dumps(seen[0]) == json.dumps(sent)
+    expected = tool_parameters(args_model, wire)
+    if wire == "anthropic":
+        assert model.requests[0]["tools"][0]["input_schema"] == expected
+    else:
+        declared = model.requests[0]["tools"][0]["function_declarations"][0]["parameters"]
+        assert declared == expected  # LiteLLM put our gemini schema on the wire unchanged
