@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,7 +36,14 @@ from orchestrator.cli import main
 from orchestrator.definitions import DefinitionError
 from orchestrator.loader import load_definitions
 from orchestrator.runtime import Runtime
-from orchestrator.schema import SchemaError, check_args_model, drop_null_defaults, strict_notes, tool_parameters, tool_spec
+from orchestrator.schema import (
+    SchemaError,
+    check_args_model,
+    drop_null_defaults,
+    strict_notes,
+    tool_parameters,
+    tool_spec,
+)
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import SCRIPTED_BASE_URL, config_from_dict
 from providers.sse import openai_events
@@ -45,7 +51,22 @@ from providers.sse import openai_events
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # what a model may send for a free-form value: every JSON kind, nested
-ANY_VALUES: list[Any] = ["", "text", 0, 1, 1.0, -2.5, 10**30, True, False, None, [], {}, [1, "a", None, [2.0]], {"k": {"n": [1, {}]}}]
+ANY_VALUES: list[Any] = [
+    "",
+    "text",
+    0,
+    1,
+    1.0,
+    -2.5,
+    10**30,
+    True,
+    False,
+    None,
+    [],
+    {},
+    [1, "a", None, [2.0]],
+    {"k": {"n": [1, {}]}},
+]
 OBJECTS: list[Any] = [{}, {"a": 1}, {"nested": {"list": [1, 2.0, "", None], "flag": False}}, {"": "empty key"}]
 ARRAYS: list[Any] = [[], [1, "a", None], [[1, 2], {"k": "v"}, 3.5]]
 
@@ -89,7 +110,8 @@ def test_each_form_is_accepted_and_reaches_execute_unchanged(name: str, annotati
         got = model.model_validate(drop_null_defaults(model, sent)).value
         assert json.dumps(got) == json.dumps(value)  # key order, 1 vs 1.0, empty strings, nesting
         nested = _nested(annotation)
-        got = nested.model_validate({"outer": {"inner": {"value": value}}}).outer.inner.value  # type: ignore[attr-defined]
+        instance: Any = nested.model_validate({"outer": {"inner": {"value": value}}})
+        got = instance.outer.inner.value
         assert json.dumps(got) == json.dumps(value)
 
 
@@ -107,7 +129,8 @@ def test_nulls_inside_a_free_form_value_are_kept() -> None:
 
 def test_an_optional_free_form_value_sent_as_null_takes_its_default() -> None:
     model = create_model("Args", value=(dict[str, Any], {"preset": 1}))
-    assert model.model_validate(drop_null_defaults(model, {"value": None})).value == {"preset": 1}  # type: ignore[attr-defined]
+    instance: Any = model.model_validate(drop_null_defaults(model, {"value": None}))
+    assert instance.value == {"preset": 1}
 
 
 def test_depth_still_counts_free_form_containers() -> None:
@@ -143,8 +166,13 @@ def test_a_progress_argument_must_still_be_a_top_level_string() -> None:
 
 
 @pytest.mark.parametrize(("name", "annotation", "samples"), FORMS, ids=FORM_IDS)
-def test_openai_sends_the_tool_non_strict_with_a_schema_that_takes_every_value(name: str, annotation: Any, samples: list[Any]) -> None:
-    for model, wrap in ((_args(annotation), lambda v: {"name": "n", "value": v}), (_nested(annotation), _nested_instance)):
+def test_openai_sends_the_tool_non_strict_with_a_schema_that_takes_every_value(
+    name: str, annotation: Any, samples: list[Any]
+) -> None:
+    for model, wrap in (
+        (_args(annotation), lambda v: {"name": "n", "value": v}),
+        (_nested(annotation), _nested_instance),
+    ):
         spec = tool_spec("set_it", "Set it", model, "openai")["function"]
         assert spec["strict"] is False
         params = spec["parameters"]
@@ -152,7 +180,11 @@ def test_openai_sends_the_tool_non_strict_with_a_schema_that_takes_every_value(n
         for value in samples:
             jsonschema.validate(wrap(value), params)
         notes = strict_notes(params)
-        assert notes and all(n.split(":")[0] in ("value", "value[]", "outer.inner.value", "outer.inner.value[]", "items[].value", "items[].value[]") for n in notes), notes
+        assert notes and all(
+            n.split(":")[0]
+            in ("value", "value[]", "outer.inner.value", "outer.inner.value[]", "items[].value", "items[].value[]")
+            for n in notes
+        ), notes
     assert tool_spec("lookup", "Look up", Q, "openai")["function"]["strict"] is True  # the other tools stay strict
 
 
@@ -233,7 +265,7 @@ def test_strict_notes_name_each_free_form_path() -> None:
 # loader and CLI
 # --------------------------------------------------------------------------
 
-_SETTINGS_TOOL = '''\
+_SETTINGS_TOOL = """\
 from typing import Any
 from pydantic import BaseModel, Field
 from orchestrator import ToolResult, define_tool
@@ -249,9 +281,9 @@ async def execute(state, args):
 
 
 tool = define_tool(description="Save settings", args=Args, execute=execute)
-'''
+"""
 
-_PLAIN_TOOL = '''\
+_PLAIN_TOOL = """\
 from pydantic import BaseModel
 from orchestrator import ToolResult, define_tool
 
@@ -265,9 +297,9 @@ async def execute(state, args):
 
 
 tool = define_tool(description="Look up", args=Args, execute=execute)
-'''
+"""
 
-_BAD_TOOL = '''\
+_BAD_TOOL = """\
 from pydantic import BaseModel
 from orchestrator import ToolResult, define_tool
 
@@ -285,13 +317,13 @@ async def execute(state, args):
 
 
 tool = define_tool(description="Broken", args=Args, execute=execute)
-'''
+"""
 
-_PROMPT = '''\
+_PROMPT = """\
 from orchestrator import define_prompt
 
 prompt = define_prompt(prompt="Help.", tool_description="Helps", tools=("update_settings", "lookup", "broken"))
-'''
+"""
 
 
 def _folder(tmp_path: Path, *, bad: bool) -> Path:
@@ -333,7 +365,9 @@ def test_tools_json_openai_shows_only_the_free_form_tool_non_strict_with_why(tmp
     assert code == 0, out
     by_name = {e["name"]: e for e in json.loads(out)}
     assert by_name["update_settings"]["strict"] is False
-    assert by_name["update_settings"]["strict_notes"] == ["settings: a free-form object (dict[str, Any]) has keys strict mode cannot name"]
+    assert by_name["update_settings"]["strict_notes"] == [
+        "settings: a free-form object (dict[str, Any]) has keys strict mode cannot name"
+    ]
     assert by_name["update_settings"]["parameters"]["properties"]["settings"] == {
         "type": "object", "description": "APN settings, any keys", "additionalProperties": True,
     }  # fmt: skip
@@ -419,8 +453,14 @@ async def recorded_runtime(tmp_path: Path, request: pytest.FixtureRequest) -> As
 
 
 @pytest.mark.parametrize("stream", ["auto", "litellm"])
-@pytest.mark.parametrize("annotation", [dict[str, Any], dict[str, JsonValue], JsonValue, Any], ids=["dict-Any", "dict-JsonValue", "JsonValue", "Any"])
-async def test_a_streamed_nested_free_form_object_reaches_execute_as_sent(recorded_runtime: Any, stream: str, annotation: Any) -> None:
+@pytest.mark.parametrize(
+    "annotation",
+    [dict[str, Any], dict[str, JsonValue], JsonValue, Any],
+    ids=["dict-Any", "dict-JsonValue", "JsonValue", "Any"],
+)
+async def test_a_streamed_nested_free_form_object_reaches_execute_as_sent(
+    recorded_runtime: Any, stream: str, annotation: Any
+) -> None:
     make, bodies = recorded_runtime
     seen: list[Any] = []
     args_model = create_model("Args", customer_id=(str, ...), settings=(annotation, Field(description="APN settings")))
@@ -459,8 +499,10 @@ async def test_a_streamed_nested_free_form_object_reaches_execute_as_sent(record
 
 @pytest.mark.parametrize(
     ("wire", "provider", "model_name"),
-    [("anthropic", {"type": "anthropic", "api_key": "${FREEFORM_KEY}"}, "claude-sonnet-4-5"),
-     ("gemini", {"type": "gemini", "api_key": "${FREEFORM_KEY}"}, "gemini-2.5-flash")],
+    [
+        ("anthropic", {"type": "anthropic", "api_key": "${FREEFORM_KEY}"}, "claude-sonnet-4-5"),
+        ("gemini", {"type": "gemini", "api_key": "${FREEFORM_KEY}"}, "gemini-2.5-flash"),
+    ],
 )
 async def test_other_wires_carry_the_dialect_schema_and_the_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wire: str, provider: dict[str, Any], model_name: str
@@ -471,8 +513,9 @@ async def test_other_wires_carry_the_dialect_schema_and_the_value(
     monkeypatch.setenv("FREEFORM_KEY", "k-freeform-test-0123456789")
     sent = json.loads(_sent_arguments())["settings"]
     seen: list[Any] = []
-    args_model = create_model("Args", customer_id=(str, ...), settings=(dict[str, Any], Field(description="APN settings")),
-                              extra=(Any, None))
+    args_model = create_model(
+        "Args", customer_id=(str, ...), settings=(dict[str, Any], Field(description="APN settings")), extra=(Any, None)
+    )
 
     async def update_settings(state: Any, args: Any) -> ToolResult:
         seen.append(args.settings)
@@ -483,9 +526,18 @@ async def test_other_wires_carry_the_dialect_schema_and_the_value(
         prompts={"pa": define_prompt(prompt="Help.", tool_description="a", tools=("update_settings",))},
         agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
     )
-    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("update_settings", _sent_arguments())]), ScriptedResponse(text="Saved.")], wire=wire)  # type: ignore[arg-type]
-    config = {"providers": {"p": provider}, "models": {"m": {"provider": "p", "model": model_name, "params": {"max_tokens": 64}, "retry": {"attempts": 1}}},
-              "default_model": "m"}
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=[ScriptedCall("update_settings", _sent_arguments())]),
+            ScriptedResponse(text="Saved."),
+        ],
+        wire=wire,
+    )  # type: ignore[arg-type]
+    config = {
+        "providers": {"p": provider},
+        "models": {"m": {"provider": "p", "model": model_name, "params": {"max_tokens": 64}, "retry": {"attempts": 1}}},
+        "default_model": "m",
+    }
     with model.serving():
         runtime = Runtime(defs, config=config_from_dict(config), storage=SQLiteStorage(str(tmp_path / "w.db")))
         async with runtime:

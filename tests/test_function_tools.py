@@ -134,7 +134,9 @@ async def book(
         window: When, as ISO times.
         people: Head count.
     """
-    return ToolResult.ok(json.dumps([state.thread_id if state else None, room, window.start, people, notes, tags, extra]))
+    return ToolResult.ok(
+        json.dumps([state.thread_id if state else None, room, window.start, people, notes, tags, extra])
+    )
 
 
 def test_defaults_and_annotated_fields() -> None:
@@ -146,7 +148,13 @@ def test_defaults_and_annotated_fields() -> None:
     assert fields["room"].description == "Room code"  # the Field's description wins over the docstring's
     assert fields["people"].description == "Head count."
     schema = tool_parameters(tool.args, "anthropic")
-    assert schema["properties"]["people"] == {"type": "integer", "description": "Head count.", "minimum": 1, "maximum": 12, "default": 2}
+    assert schema["properties"]["people"] == {
+        "type": "integer",
+        "description": "Head count.",
+        "minimum": 1,
+        "maximum": 12,
+        "default": 2,
+    }
     assert schema["properties"]["room"]["pattern"] == r"^[A-Z]\d{2}$"
     with pytest.raises(ValidationError):
         tool.args.model_validate({"room": "A01", "window": {"start": "9", "end": "10"}, "people": 13})
@@ -158,7 +166,9 @@ def test_defaults_and_annotated_fields() -> None:
 async def test_execute_passes_typed_values_positionally_and_by_keyword() -> None:
     tool = define_tool(book)
     assert tool.args is not None
-    args = tool.args.model_validate({"room": "A01", "window": {"start": "9", "end": "10"}, "tags": ["x"], "extra": {"k": [1, 2.0]}})
+    args = tool.args.model_validate(
+        {"room": "A01", "window": {"start": "9", "end": "10"}, "tags": ["x"], "extra": {"k": [1, 2.0]}}
+    )
     result = await tool.execute(None, args)
     assert json.loads(result.result) == [None, "A01", "9", 2, None, ["x"], {"k": [1, 2.0]}]
 
@@ -215,7 +225,10 @@ async def unsupported_bytes(state: ThreadState, blob: list[bytes]) -> ToolResult
 @pytest.mark.parametrize(
     ("fn", "message"),
     [
-        (unsupported_date, r"define_tool\(unsupported_date\): parameter 'when': unsupported_date\.when: date is not supported"),
+        (
+            unsupported_date,
+            r"define_tool\(unsupported_date\): parameter 'when': unsupported_date\.when: date is not supported",
+        ),
         (unsupported_nested, r"parameter 'filters': unsupported_nested\.filters\.since: datetime is not supported"),
         (unsupported_bytes, r"parameter 'blob': unsupported_bytes\.blob\[\]: bytes is not supported"),
     ],
@@ -295,7 +308,8 @@ def test_function_and_execute_together_or_neither_are_refused() -> None:
 def test_the_loader_takes_the_decorated_function_and_the_assigned_form(tmp_path: Path) -> None:
     tools = tmp_path / "defs" / "tools"
     tools.mkdir(parents=True)
-    (tools / "get_weather.py").write_text(textwrap.dedent('''\
+    (tools / "get_weather.py").write_text(
+        textwrap.dedent('''\
         from __future__ import annotations
 
         from typing import TYPE_CHECKING
@@ -314,8 +328,10 @@ def test_the_loader_takes_the_decorated_function_and_the_assigned_form(tmp_path:
                 city: City name.
             """
             return ToolResult.ok(city)
-        '''))
-    (tools / "echo.py").write_text(textwrap.dedent('''\
+        ''')
+    )
+    (tools / "echo.py").write_text(
+        textwrap.dedent('''\
         from orchestrator import ToolResult, define_tool
 
 
@@ -325,8 +341,10 @@ def test_the_loader_takes_the_decorated_function_and_the_assigned_form(tmp_path:
 
 
         tool = define_tool(echo)
-        '''))
-    (tools / "two.py").write_text(textwrap.dedent('''\
+        ''')
+    )
+    (tools / "two.py").write_text(
+        textwrap.dedent('''\
         from orchestrator import ToolResult, define_tool
 
 
@@ -340,10 +358,13 @@ def test_the_loader_takes_the_decorated_function_and_the_assigned_form(tmp_path:
         async def other(text: str) -> ToolResult:
             """Other."""
             return ToolResult.ok(text)
-        '''))
+        ''')
+    )
     defs = load_definitions(tmp_path / "defs", collect=True)
     assert set(defs.tools) == {"get_weather", "echo"}
-    assert defs.callable_spec("get_weather")["function"]["parameters"]["properties"] == {"city": {"type": "string", "description": "City name."}}
+    assert defs.callable_spec("get_weather")["function"]["parameters"]["properties"] == {
+        "city": {"type": "string", "description": "City name."}
+    }
     assert [(Path(p.file).name, p.rule) for p in defs.problems] == [("two.py", "missing-definition")]
 
 
@@ -368,7 +389,9 @@ async def test_a_function_tool_runs_in_a_conversation(make_runtime: Any) -> None
         agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
     )
     script = [
-        ScriptedResponse(tool_calls=[ScriptedCall("reserve", {"room": "B12", "window": {"start": "9", "end": "10"}, "people": None})]),
+        ScriptedResponse(
+            tool_calls=[ScriptedCall("reserve", {"room": "B12", "window": {"start": "9", "end": "10"}, "people": None})]
+        ),
         ScriptedResponse(text="Done."),
     ]
     rt, model = await make_runtime(defs, script)
