@@ -404,15 +404,18 @@ def test_check_reports_the_unsupported_tool_with_its_path(tmp_path: Path) -> Non
 RECORDED = FIXTURES / "openai_freeform_call.sse"  # a gpt-4o-mini stream calling update_settings
 
 
-def _sent_arguments() -> str:
-    """The argument text the recording carries, joined from its deltas as sent."""
-    text = ""
+def _sent_fragments() -> list[str]:
+    """The argument deltas the recording carries, in order, as sent."""
+    fragments: list[str] = []
     for line in RECORDED.read_text(encoding="utf-8").splitlines():
         if line.startswith("data: {"):
             for choice in json.loads(line[6:])["choices"]:
-                for call in choice["delta"].get("tool_calls") or []:
-                    text += call["function"]["arguments"]
-    return text
+                fragments += [call["function"]["arguments"] for call in choice["delta"].get("tool_calls") or []]
+    return fragments
+
+
+def _sent_arguments() -> str:
+    return "".join(_sent_fragments())
 
 
 def test_the_recording_has_the_hard_cases() -> None:
@@ -550,3 +553,14 @@ async def test_other_wires_carry_the_dialect_schema_and_the_value(
     else:
         declared = model.requests[0]["tools"][0]["function_declarations"][0]["parameters"]
         assert declared == expected  # LiteLLM put our gemini schema on the wire unchanged
+
+
+def test_progress_scanning_ignores_keys_inside_a_free_form_value() -> None:
+    """Only a top-level string is a progress argument, even when a free-form object holds the same key."""
+    from orchestrator.streaming import ProgressScanner
+
+    fragments = _sent_fragments()
+    for key, expected in (("customer_id", "C001"), ("apn", None), ("quote", None), ("", None)):
+        scanner = ProgressScanner(key)
+        found = [v for v in (scanner.feed(f) for f in fragments) if v is not None]
+        assert found == ([expected] if expected else []), key
