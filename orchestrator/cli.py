@@ -33,7 +33,8 @@ def check(path: Path) -> None:
     """Check a definitions folder and print every problem found.
 
     Exits with status 1 if there is any. Schemas a provider cannot take are
-    printed as warnings: they matter only when that provider is used.
+    printed as warnings (they matter only when that provider is used), tools
+    sent to OpenAI without strict mode as notes saying which field and why.
     """
     from .loader import load_definitions
 
