@@ -181,7 +181,10 @@ def define_tool(
             name = getattr(fn, "__name__", "fn")
             raise DefinitionError(f"define_tool({name}): give the function a docstring or pass description=")
     elif execute is None:
-        raise DefinitionError("define_tool: 'execute' is required (or pass a function: define_tool(fn) / @define_tool)")
+        raise DefinitionError(
+            "define_tool: 'execute' is required, or pass a function: @define_tool, or "
+            "tool = define_tool(fn, timeout=...) to give options"
+        )
     if not isinstance(description, str) or not description.strip():
         raise DefinitionError("define_tool: 'description' must be a non-empty string")
     if args is not None:
