@@ -29,7 +29,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("path", default=DEFAULT_PATH, type=click.Path(path_type=Path))
-def check(path: Path) -> None:
+@click.option("--config", "configs", multiple=True,
+              help="Also check this config: its MCP servers are started and their tools listed.")  # fmt: skip
+def check(path: Path, configs: tuple[str, ...]) -> None:
     """Check a definitions folder and print every problem found.
 
     Exits with status 1 if there is any. Schemas a provider cannot take are
@@ -39,12 +41,15 @@ def check(path: Path) -> None:
     from .loader import load_definitions
 
     defs = load_definitions(path, collect=True)
-    for problem in defs.problems:
-        click.echo(str(problem))
+    problems = [str(problem) for problem in defs.problems]
+    if configs:
+        problems += _mcp_check(defs, configs)
+    for problem in problems:
+        click.echo(problem)
     for warning in _dialect_warnings(defs):
         click.echo(warning)
-    if defs.problems:
-        count = len(defs.problems)
+    if problems:
+        count = len(problems)
         click.echo(f"{count} problem{'s' if count != 1 else ''} found in {path}", err=True)
         raise SystemExit(1)
     click.echo(f"{path}: {_summary(defs)}; no problems")
@@ -56,8 +61,10 @@ def check(path: Path) -> None:
               help="The definitions folder.")  # fmt: skip
 @click.option("--dialect", type=click.Choice(_DIALECTS), default="openai", show_default=True,
               help="Which provider's schema dialect to print.")  # fmt: skip
-def tools(as_json: bool, path: Path, dialect: str) -> None:
-    """List what models can call (tools, prompts, exposed agents) with their JSON schemas."""
+@click.option("--config", "configs", multiple=True,
+              help="List the tools of this config's MCP servers too (starting them).")  # fmt: skip
+def tools(as_json: bool, path: Path, dialect: str, configs: tuple[str, ...]) -> None:
+    """List what models can call (tools, prompts, exposed agents, MCP tools) with their JSON schemas."""
     from .loader import LoadError, load_definitions
 
     try:
@@ -66,6 +73,8 @@ def tools(as_json: bool, path: Path, dialect: str) -> None:
         click.echo(str(exc), err=True)
         raise SystemExit(1) from None
     entries = [_tool_entry(defs, name, dialect) for name in defs.callable_names()]
+    if configs:
+        entries += _mcp_entries(configs, dialect)
     if as_json:
         click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
         return
@@ -94,6 +103,76 @@ def _tool_entry(defs: Definitions, name: str, dialect: str) -> dict[str, Any]:
         if notes:
             entry["strict_notes"] = notes  # why this tool is sent with strict: false
     return entry
+
+
+def _mcp_listings(configs: tuple[str, ...]) -> dict[str, Any]:
+    """Each MCP server of the config: its allowed tools, or the error that kept it from listing them."""
+    import asyncio
+
+    from providers.config import ConfigError, load_config
+
+    try:
+        servers = load_config(*configs).mcp_servers
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not servers:
+        return {}
+    from .logs import ensure_logging
+    from .mcp import McpServerError, McpTools
+
+    ensure_logging()  # quiet, redacted defaults: a server's stderr is debug output
+
+    async def list_all() -> dict[str, Any]:
+        registry = McpTools(servers, lambda text: text)
+        out: dict[str, Any] = {}
+        try:
+            for name in servers:
+                try:
+                    out[name] = await registry.listing(name)
+                except McpServerError as exc:
+                    out[name] = exc
+        finally:
+            await registry.close()
+        return out
+
+    return asyncio.run(list_all())
+
+
+def _mcp_entries(configs: tuple[str, ...], dialect: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    for server, listing in _mcp_listings(configs).items():
+        if isinstance(listing, Exception):
+            raise click.ClickException(str(listing))
+        for tool in listing:
+            function = tool.spec(dialect)["function"]
+            entry = {"name": tool.exposed, "kind": "mcp", "server": server, "description": tool.description,
+                     "parameters": function["parameters"]}
+            if dialect == "openai":
+                entry["strict"] = function["strict"]
+            entries.append(entry)
+    return entries
+
+
+def _mcp_check(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
+    """Each MCP server starts and lists its tools, and every prompt's `mcp:` reference names one it allows."""
+    listings = _mcp_listings(configs)
+    problems: list[str] = []
+    for server, listing in listings.items():
+        if isinstance(listing, Exception):
+            problems.append(f"mcp_servers.{server}: {listing}")
+        else:
+            click.echo(f"mcp server {server!r}: {_plural(len(listing), 'tool')} ({', '.join(t.exposed for t in listing)})")
+    for name, prompt in defs.prompts.items():
+        for ref in prompt.tools:
+            if not ref.startswith("mcp:"):
+                continue
+            server, _, tool = ref.removeprefix("mcp:").partition("/")
+            listing = listings.get(server)
+            if server not in listings:
+                problems.append(f"prompt {name!r}: {ref!r} names MCP server {server!r}, which the config does not declare")
+            elif tool and not isinstance(listing, Exception) and tool not in {t.name for t in listing}:
+                problems.append(f"prompt {name!r}: {ref!r}: MCP server {server!r} offers no allowed tool {tool!r}")
+    return problems
 
 
 def _print_entry(entry: dict[str, Any]) -> None:

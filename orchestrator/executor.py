@@ -216,7 +216,7 @@ class _Execution:
 
     # -- step: one model response and its tool calls ------------------------
     async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
-        info, toolset = self._toolset(prompt)
+        info, toolset = await self._toolset(prompt)
         history = list(self.execution.message_history)  # one snapshot per request
         system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
         attachments = await self._image_data(history) if info.supports_images else {}
@@ -331,7 +331,7 @@ class _Execution:
             return None
         pending = [c for c in last.tool_calls or [] if c.id not in answered]
         prompt = self.services.definitions.prompts[self._side(last.side).prompt]
-        _, toolset = self._toolset(prompt)
+        _, toolset = await self._toolset(prompt)
         await self._dispatch(last.side, toolset, pending, depth=0)
         return _Outcome(called={c.name for c in last.tool_calls or []})
 
@@ -345,14 +345,18 @@ class _Execution:
     def model_alias(self, prompt: PromptDefinition) -> str | None:
         return self.services.settings.model or prompt.model
 
-    def _toolset(self, prompt: PromptDefinition) -> tuple[Any, Toolset]:
+    async def _toolset(self, prompt: PromptDefinition) -> tuple[Any, Toolset]:
         """The prompt's model and tools; built once per runtime (schemas cost milliseconds)."""
         alias = self.model_alias(prompt)
         key = (prompt.name or "", alias)
         cache = self.services.toolsets
         if key not in cache:
             info = self.services.client.model_info(alias)
-            cache[key] = (info, build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type))
+            mcp = self.services.mcp
+            if mcp is not None:
+                await mcp.prepare(prompt.tools)  # starts the MCP servers the prompt names, on first use
+            toolset = build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type, mcp)
+            cache[key] = (info, toolset)
         return cache[key]
 
     async def _image_data(self, history: list[Message]) -> dict[str, str]:

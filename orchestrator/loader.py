@@ -320,6 +320,8 @@ class _Loader:
                 self._reference(("tools", name), f"tool {name!r} uses {ref!r}, {not_callable}", ref, callables)
         for name, prompt in self.defs.prompts.items():
             for ref in prompt.tools:
+                if ref.startswith("mcp:"):
+                    continue  # an MCP server's tools: checked against the config (`orchestrator check --config`)
                 what = f"prompt {name!r} lists tool {ref!r}, {not_callable}"
                 self._reference(("prompts", name), what, ref, callables)
         for name, agent in self.defs.agents.items():

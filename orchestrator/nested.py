@@ -39,7 +39,7 @@ async def _run_prompt(run: _Execution, prompt: PromptDefinition, args: dict[str,
     path = run.execution.prompt_path
     path.append(prompt.name or call.name)
     try:
-        info, toolset = run._toolset(prompt)
+        info, toolset = await run._toolset(prompt)
         system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
         opening = Message(
             thread_id=run.thread.id, side=side, role="user", content=_opening_text(args), depth=inner,

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -35,6 +35,9 @@ from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
 from .storage import Storage, StepWrite, open_storage
 from .validation import describe
+
+if TYPE_CHECKING:
+    from .mcp import McpTools
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
 
@@ -51,6 +54,7 @@ class Services:
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
     toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
+    mcp: McpTools | None = None  # the config's MCP servers, started on first use
 
     async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""
@@ -132,6 +136,7 @@ class Runtime:
                     hooks=Hooks(self.definitions.hooks), client=client, settings=self.settings, redactor=redactor,
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
                     owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                    mcp=_mcp_tools(self.config, redactor),
                 )
                 if self.settings.redis:
                     from .broker import RedisBroker
@@ -145,6 +150,8 @@ class Runtime:
             for execution in list(self._running.values()):
                 execution.stop("runtime closed")
             await self._services.bus.close()
+            if self._services.mcp is not None:
+                await self._services.mcp.close()
             if self._broker is not None:
                 await self._broker.close()
                 self._broker = None
@@ -170,12 +177,25 @@ class Runtime:
         for name, prompt in self.definitions.prompts.items():
             info = self.config.model_info(self.settings.model or prompt.model)
             for tool_name in prompt.tools:
+                if tool_name.startswith("mcp:"):
+                    self._check_mcp_reference(name, tool_name)
+                    continue
                 target = self.definitions.resolve_callable(tool_name)
                 if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
                     try:
                         check_provider_tool(tool_name, target, info.provider_type)
                     except DefinitionError as exc:
                         raise DefinitionError(f"prompt {name!r}: {exc}") from None
+
+    def _check_mcp_reference(self, prompt: str, ref: str) -> None:
+        server = ref.removeprefix("mcp:").partition("/")[0]
+        servers = getattr(self.config, "mcp_servers", {}) or {}
+        if server not in servers:
+            known = ", ".join(sorted(servers)) or "none"
+            raise DefinitionError(
+                f"prompt {prompt!r}: tool {ref!r} names MCP server {server!r}, "
+                f"which is not under mcp_servers in the config (known: {known})"
+            )
 
     # -- threads -----------------------------------------------------------
     async def create_thread(self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> Thread:
@@ -362,6 +382,20 @@ def _settings_from(config: Any) -> RuntimeSettings:
     if isinstance(raw, RuntimeSettings):
         return raw
     return RuntimeSettings.model_validate(raw or {})
+
+
+def _mcp_tools(config: Any, redactor: Redactor) -> McpTools | None:
+    """The config's MCP servers (nothing starts until a prompt that names them runs)."""
+    servers = getattr(config, "mcp_servers", None)
+    if not servers:
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("jsonschema") is None:
+        raise RuntimeError("the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator[mcp]'")
+    from .mcp import McpTools
+
+    return McpTools(servers, redactor.text)
 
 
 def _config_secrets(config: Any) -> list[str]:

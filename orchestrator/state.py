@@ -140,6 +140,11 @@ class ThreadState:
     def arguments(self) -> Mapping[str, Any]:
         return MappingProxyType(self._thread.arguments)
 
+    @property
+    def tool_call_id(self) -> str | None:
+        """The id of the tool call this state is bound to (None outside a tool)."""
+        return self._call.call_id if self._call is not None else None
+
     def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
         bound = ThreadState(self._services, self._thread, self._agent, execution=self.execution, depth=self._depth if depth is None else depth)
         bound.context = self.context

@@ -8,9 +8,12 @@ the provider's native tool or request parameter and are never run here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .definitions import AgentDefinition, DefinitionError, PromptDefinition, ToolDefinition
+
+if TYPE_CHECKING:
+    from .mcp import McpTools
 
 Callable_ = ToolDefinition | PromptDefinition | AgentDefinition
 
@@ -36,11 +39,20 @@ class ProviderToolMismatch(DefinitionError):
     pass
 
 
-def build_toolset(names: tuple[str, ...], definitions: Any, dialect: str, provider_type: str) -> Toolset:
+def build_toolset(
+    names: tuple[str, ...], definitions: Any, dialect: str, provider_type: str, mcp: McpTools | None = None
+) -> Toolset:
+    """`mcp:` names expand to the MCP tools they stand for (`mcp.prepare` must have listed them)."""
     from .schema import tool_spec
 
     out = Toolset()
     for name in names:
+        if name.startswith("mcp:"):
+            if mcp is None:
+                raise DefinitionError(f"tool {name!r} names an MCP server, but the config has no mcp_servers")
+            for tool in mcp.resolve(name):
+                _add_unique(out, tool.exposed, tool.definition, tool.spec(dialect))
+            continue
         target = definitions.resolve_callable(name)
         if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
             _add_provider_tool(out, name, target, provider_type)
@@ -48,6 +60,15 @@ def build_toolset(names: tuple[str, ...], definitions: Any, dialect: str, provid
         out.callables[name] = target
         out.tools.append(tool_spec(name, _description(target), target.args, dialect))
     return out
+
+
+def _add_unique(out: Toolset, name: str, target: ToolDefinition, spec: dict[str, Any]) -> None:
+    if name in out.callables:
+        raise DefinitionError(
+            f"two tools offered to one model are named {name!r}; give the MCP server a `prefix` in the config"
+        )
+    out.callables[name] = target
+    out.tools.append(spec)
 
 
 def _description(target: Callable_) -> str:

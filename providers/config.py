@@ -22,6 +22,7 @@ from .stream import ModelInfo
 
 __all__ = [
     "ConfigError",
+    "McpServerConfig",
     "ModelConfig",
     "Price",
     "ProviderConfig",
@@ -95,10 +96,7 @@ class ProviderConfig(_Strict):
     @field_validator("headers", "params")
     @classmethod
     def _no_literal_secrets(cls, values: dict[str, Any]) -> dict[str, Any]:
-        for key, value in values.items():
-            if isinstance(value, str) and _looks_like_key(value) and (_SECRET_FIELD.search(key) or key.lower() == "authorization"):
-                raise ValueError(f"{key}: {_LITERAL_KEY}")
-        return values
+        return _no_literal_secrets(values)
 
 
 class ModelConfig(_Strict):
@@ -111,6 +109,56 @@ class ModelConfig(_Strict):
     price: Price | None = None
     supports_images: bool = False
     supports_tools: bool = True
+
+
+_MCP_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class McpServerConfig(_Strict):
+    """An MCP server whose tools a prompt offers as `mcp:NAME` (all allowed tools) or `mcp:NAME/TOOL`.
+
+    It runs with the rights of the user who starts the runtime (it is not sandboxed): a stdio
+    server gets only the `env` declared here, beside the few variables the MCP SDK always passes
+    (HOME, LOGNAME, PATH, SHELL, TERM, USER).
+    """
+
+    command: str | None = Field(None, description="stdio transport: the executable to start")
+    args: list[str] = Field(default_factory=list)
+    cwd: str | None = None
+    url: str | None = Field(None, description="Streamable HTTP transport: the endpoint URL")
+    env: dict[str, str] = Field(default_factory=dict, description="for a stdio server; values may be ${VAR}")
+    headers: dict[str, str] = Field(default_factory=dict, description="for an HTTP server; values may be ${VAR}")
+    timeout: float = Field(30.0, gt=0, description="seconds one tool call may take")
+    startup_timeout: float = Field(15.0, gt=0, description="seconds to start and list tools")
+    include: list[str] | None = Field(None, description="allow-list of the server's tool names")
+    exclude: list[str] = Field(default_factory=list, description="deny-list of the server's tool names")
+    prefix: str = Field("", description="prepended to each tool name the model sees")
+    scope: Literal["runtime", "thread"] = Field("runtime", description="one session per runtime, or per thread")
+    progress_arguments: dict[str, str] = Field(
+        default_factory=dict, description="tool name -> its string argument reported by tool_call_started"
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of `command` (stdio) or `url` (Streamable HTTP)")
+        if self.prefix and not _MCP_NAME.match(self.prefix):
+            raise ValueError(f"prefix {self.prefix!r} may hold only letters, digits, '_' and '-'")
+        return self
+
+    @field_validator("env", "headers")
+    @classmethod
+    def _no_literal_secrets(cls, values: dict[str, str]) -> dict[str, str]:
+        return _no_literal_secrets(values)
+
+    def resolved_env(self, server: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`env` with `${VAR}` filled in now; a missing variable names itself and this server."""
+        env = os.environ if environ is None else environ
+        return {k: _expand(v, env, f"mcp server {server}", f"env.{k}") or "" for k, v in self.env.items()}
+
+    def resolved_headers(self, server: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = os.environ if environ is None else environ
+        return {k: _expand(v, env, f"mcp server {server}", f"headers.{k}") or "" for k, v in self.headers.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +189,7 @@ class ProvidersConfig(_Strict):
     default_model: str | None = None
     runtime: dict[str, Any] = Field(default_factory=dict)  # the runtime's settings, validated by orchestrator.settings
     server: dict[str, Any] = Field(default_factory=dict)  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # tools from MCP servers (orchestrator.mcp)
 
     @model_validator(mode="after")
     def _references_hold(self, info: ValidationInfo) -> ProvidersConfig:
@@ -161,6 +210,9 @@ class ProvidersConfig(_Strict):
                 if target not in self.models:
                     problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}' (known: {_names(self.models)})"))
         problems += self._cycles()
+        for name in self.mcp_servers:
+            if not _MCP_NAME.match(name):
+                problems.append((("mcp_servers", name), f"server name {name!r} may hold only letters, digits, '_' and '-'"))
         if self.default_model is not None and self.default_model not in self.models:
             problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models (known: {_names(self.models)})"))
         return problems
@@ -270,6 +322,14 @@ def _looks_like_key(value: str) -> bool:
     return value.startswith(_KEY_PREFIXES) or bool(_KEY_LIKE.match(value) and re.search(r"\d", value))
 
 
+def _no_literal_secrets(values: dict[str, Any]) -> dict[str, Any]:
+    """Keys, tokens and passwords belong in the environment, referenced as `${VAR}`."""
+    for key, value in values.items():
+        if isinstance(value, str) and _looks_like_key(value) and (_SECRET_FIELD.search(key) or key.lower() == "authorization"):
+            raise ValueError(f"{key}: {_LITERAL_KEY}")
+    return values
+
+
 def _expand(value: str | None, env: Mapping[str, str], provider: str, field: str) -> str | None:
     if value is None:
         return None
@@ -280,7 +340,8 @@ def _expand(value: str | None, env: Mapping[str, str], provider: str, field: str
             return env[var]
         if default is not None:
             return default
-        raise ConfigError(f"environment variable {var} is not set; provider '{provider}' needs it for {field}")
+        owner = provider if provider.startswith("mcp server ") else f"provider '{provider}'"
+        raise ConfigError(f"environment variable {var} is not set; {owner} needs it for {field}")
 
     return _ENV_REF.sub(sub, value)
 
