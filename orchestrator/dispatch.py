@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from . import tracing
 from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
 from .env import EnvNotFoundError
 from .messages import Message, SideName, ToolCall, new_id
@@ -122,6 +123,7 @@ class Dispatcher:
             return await self._step.run_nested(target, _as_dict(args), call, self._step.depth), []
         return await self._execute(target, call, args, chain)
 
+    @tracing.tool_call
     async def _execute(self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         missing = await self._missing_variable(tool)
         if missing is not None:

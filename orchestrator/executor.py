@@ -26,6 +26,7 @@ from .hooks import ToolCallStart
 from .messages import ExecutionSnapshot, Message, SideName, ThreadRecord, ToolCall, Usage, new_id
 from .state import ExecutionState, ThreadState
 from .streaming import CallStarted, StreamAssembler
+from . import tracing
 from .toolset import Toolset, build_toolset
 from .views import render_prompt, side_view
 
@@ -129,6 +130,7 @@ class _Execution:
         self.first_seq = max((m.seq for m in execution.message_history), default=0)
 
     # -- execution: turns until something ends it ---------------------------
+    @tracing.execution
     async def go(self, person_message: str | None) -> ExecutionResult:
         resuming = self.thread.status == "running"
         self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
@@ -182,6 +184,7 @@ class _Execution:
         self.snap.forced_side = None
 
     # -- turn: one side's steps -------------------------------------------
+    @tracing.turn
     async def turn(self, side: SideName, resumed: _Outcome | None = None) -> str:
         side_def = self._side(side)
         prompt = self.services.definitions.prompts[side_def.prompt]
@@ -232,6 +235,7 @@ class _Execution:
         await self._dispatch(side, toolset, assistant.tool_calls or [], depth=0)
         return _Outcome(called={c.name for c in assistant.tool_calls or []})
 
+    @tracing.chat
     async def _stream(self, side: SideName, prompt: PromptDefinition, info: Any, toolset: Toolset, messages: list[dict[str, Any]], depth: int) -> tuple[Message, StreamEnd]:
         """Stream one response; tool_call_started fires as progress arguments close."""
         assembler = StreamAssembler(lambda name: _progress_argument(toolset, name))
@@ -246,6 +250,7 @@ class _Execution:
             async for item in stream:
                 if isinstance(item, StreamRestart):
                     assembler.reset()
+                    tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
                     self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
                 elif isinstance(item, StreamEnd):
                     end.append(item)

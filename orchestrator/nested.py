@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from . import tracing
 from .definitions import AgentDefinition, PromptDefinition
 from .messages import Message, SideName, ThreadRecord, ToolCall
 from .results import ToolResult
@@ -25,6 +26,7 @@ def _opening_text(args: dict[str, Any]) -> str:
     return message if isinstance(message, str) and len(args) == 1 else json.dumps(args)
 
 
+@tracing.tool_call
 async def run_nested(run: _Execution, target: PromptDefinition | AgentDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int) -> ToolResult:
     limit = run.services.settings.max_invoke_depth
     if depth + 1 > limit:

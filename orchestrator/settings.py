@@ -24,4 +24,5 @@ class RuntimeSettings(BaseModel):
     default_max_session_turns: int = Field(default=50, ge=1, description="Bound for agents that set no max_session_turns.")
     lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
     gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
+    trace_content: bool = Field(default=False, description="Record model input and output (redacted) on OpenTelemetry spans.")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")

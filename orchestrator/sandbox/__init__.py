@@ -42,6 +42,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from .. import tracing
+
 __all__ = [
     "JAVASCRIPT_IMPORTS",
     "MEMORY_CEILING",
@@ -151,9 +153,14 @@ class CodeExecution:
     def done(self) -> bool:
         return self._task.done()
 
+    @property
+    def language(self) -> str:
+        return self._request.language
+
     def __await__(self) -> Generator[Any, None, CodeResult]:
         return self._task.__await__()
 
+    @tracing.code_run
     async def _run(self, abort_signal: AbortLike | None) -> CodeResult:
         watcher = None
         if abort_signal is not None:
