@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 import respx
+from respx.models import PassThrough
 from pydantic import BaseModel, Field
 
 __all__ = [
@@ -177,6 +178,52 @@ def _first_difference(expected: Any, got: Any, path: str = "$") -> str | None:
     return None if expected == got else f"{path}: expected {_short(expected)}, got {_short(got)}"
 
 
+def likely_cause(difference: str, expected: Any, got: Any) -> str:
+    """Why a replayed request differs from the recorded one, in the terms a person changes."""
+    path = difference.split(":", 1)[0]
+    if path.startswith("$.model"):
+        return "a different model or model alias than when it was recorded (the prompt's model, --model, the config)"
+    tool = re.match(r"\$\.tools\[(\d+)\]", path)
+    if tool:
+        name = _at(expected, "tools", int(tool.group(1)), "function", "name") or _at(expected, "tools", int(tool.group(1)), "name")
+        return f"tool {name!r}: its description or argument schema changed since the recording"
+    if path.startswith("$.tools"):
+        return "the tools offered changed (a tool added to or removed from the prompt's tools)"
+    errors = [e for e in _tool_errors(got) if e not in _tool_errors(expected)]  # new this time
+    if errors:
+        return f"a tool returned an error this time ({errors[0]}): a missing env value or service?"
+    message = re.match(r"\$\.messages\[(\d+)\]", path)
+    if message:
+        role = _at(expected, "messages", int(message.group(1)), "role")
+        return {
+            "system": "the system prompt changed since the recording (the prompt's text or its variables)",
+            "tool": "a tool returned a different result than at recording",
+            "user": "the person's message, or the other side's text, differs from the recording",
+        }.get(str(role), "the conversation took another path than the recording")
+    return "the request changed; if that is intended, record again (--record-mode=all)"
+
+
+def _at(data: Any, *keys: Any) -> Any:
+    for key in keys:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _tool_errors(body: Any) -> list[str]:
+    """Tool results in a request that read like failures (what the runtime writes for a failed tool)."""
+    found = []
+    for message in _at(body, "messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if message.get("role") == "tool" and isinstance(content, str) and re.search(
+            r"\bneeds env value\b|\bis not set\b|\bfailed: \w+Error\b|\btimed out after\b", content
+        ):
+            found.append(_short(content, 120))
+    return found
+
+
 def _short(value: Any, limit: int = 200) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
@@ -294,8 +341,10 @@ def record(path: str | Path, *, secrets: Iterable[str] = (), metadata: dict[str,
 class Replayer(AbstractAsyncContextManager["Replayer"], AbstractContextManager["Replayer"]):
     """Serves a cassette's responses in order through respx."""
 
-    def __init__(self, cassette: Cassette | str | Path):
+    def __init__(self, cassette: Cassette | str | Path, *, on_exhausted: str = "fail"):
+        """`on_exhausted="pass"` sends requests past the recording to the network (to record new episodes)."""
         self.cassette = cassette if isinstance(cassette, Cassette) else load_cassette(cassette)
+        self.on_exhausted = on_exhausted
         self.position = 0
         self.mismatch: CassetteMismatch | None = None
         hosts = sorted({urlsplit(i.request.url).netloc for i in self.cassette.interactions})
@@ -313,17 +362,23 @@ class Replayer(AbstractAsyncContextManager["Replayer"], AbstractContextManager["
         self.mismatch = self.mismatch or error
         return error
 
-    def _serve(self, request: httpx.Request) -> httpx.Response:
+    def _serve(self, request: httpx.Request, route: respx.Route) -> httpx.Response:
         got_url = _clean_url(request.url, set())
+        if self.position >= len(self.cassette.interactions) and self.on_exhausted == "pass":
+            raise PassThrough("past the recording", request=request, origin=route)
         if self.position >= len(self.cassette.interactions):
             raise self._fail(f"cassette exhausted: no recorded interaction left for {request.method} {got_url}")
         expected = self.cassette.interactions[self.position]
-        label = f"interaction #{self.position + 1}"
+        label = f"interaction #{self.position + 1} (request {self.position + 1} of {len(self.cassette.interactions)})"
         if request.method != expected.request.method or got_url != expected.request.url:
             raise self._fail(f"{label}: expected {expected.request.method} {expected.request.url}, got {request.method} {got_url}")
-        difference = _first_difference(_comparable(expected.request.body), _comparable(_parse_body(request.content)))
+        got_body = _parse_body(request.content)
+        difference = _first_difference(_comparable(expected.request.body), _comparable(got_body))
         if difference:
-            raise self._fail(f"{label} ({request.method} {got_url}): request body differs at {difference}")
+            cause = likely_cause(difference, expected.request.body, got_body)
+            raise self._fail(
+                f"{label} ({request.method} {got_url}): request body differs at {difference}\nlikely cause: {cause}"
+            )
         self.position += 1
         recorded = expected.response
         return httpx.Response(recorded.status, headers=recorded.headers, content=recorded.body.encode("utf-8"))

@@ -15,7 +15,7 @@ from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 from providers.stream import ProviderError, TextDelta, ToolCallDelta
 
-pytest_plugins = ["providers.pytest_plugin"]
+
 
 KEYS = {
     "OPENAI_API_KEY": "sk-test-openai-SECRET-000111222",

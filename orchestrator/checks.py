@@ -1,0 +1,143 @@
+"""Checks on what a conversation did, not on its wording.
+
+The tool calls it made (names, arguments, order), the thread's final KV values,
+and how its execution ended. Each check returns a `CheckResult` with a reason a
+person can act on; the pytest plugin turns a failed one into an assertion
+error, and an eval scores with the same functions, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .executor import ExecutionResult
+    from .runtime import Thread
+
+__all__ = [
+    "CallMade",
+    "CheckResult",
+    "ExpectedCall",
+    "calls_made",
+    "check_end_reason",
+    "check_no_tool_call",
+    "check_tool_calls",
+    "check_values",
+    "is_subset",
+]
+
+ExpectedCall = str | tuple[str, Mapping[str, Any]]
+"""A tool name (any arguments), or a name with the arguments that must be among the call's (a JSON subset)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    name: str
+    passed: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+@dataclass(frozen=True, slots=True)
+class CallMade:
+    name: str
+    arguments: Any  # the JSON the model sent, parsed (the raw text when it was not JSON)
+    side: str
+    depth: int
+
+    def describe(self) -> str:
+        return f"{self.name}({json.dumps(self.arguments, ensure_ascii=False, sort_keys=True)})"
+
+
+async def calls_made(thread: Thread, *, include_nested: bool = False) -> list[CallMade]:
+    """Every tool call the thread's models made, in order (queued and invoked calls included)."""
+    messages = (await thread.get_messages(include_silent=True)).messages
+    calls: list[CallMade] = []
+    for message in messages:
+        if message.role != "assistant" or (message.depth and not include_nested):
+            continue
+        for call in message.tool_calls or []:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except json.JSONDecodeError:
+                arguments = call.arguments
+            calls.append(CallMade(call.name, arguments, message.side, message.depth))
+    return calls
+
+
+def is_subset(expected: Any, actual: Any) -> bool:
+    """`expected` is found in `actual`: objects by their keys (recursively), everything else equal."""
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(k in actual and is_subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and all(
+            is_subset(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    return isinstance(expected, bool) == isinstance(actual, bool) and bool(expected == actual)  # True is not 1
+
+
+def _matches(expected: ExpectedCall, call: CallMade) -> bool:
+    if isinstance(expected, str):
+        return call.name == expected
+    name, arguments = expected
+    return call.name == name and is_subset(dict(arguments), call.arguments)
+
+
+def _label(expected: ExpectedCall) -> str:
+    if isinstance(expected, str):
+        return expected
+    return f"{expected[0]}({json.dumps(dict(expected[1]), ensure_ascii=False, sort_keys=True)})"
+
+
+def check_tool_calls(calls: Sequence[CallMade], expected: Sequence[ExpectedCall], *, ordered: bool = True) -> CheckResult:
+    """Each expected call was made; with `ordered`, in this order (other calls may come between)."""
+    made = ", ".join(c.describe() for c in calls) or "no tool calls"
+    if ordered:
+        position = 0
+        for want in expected:
+            while position < len(calls) and not _matches(want, calls[position]):
+                position += 1
+            if position == len(calls):
+                return CheckResult("tool_calls", False, f"expected a call {_label(want)} in order; made: {made}")
+            position += 1
+        return CheckResult("tool_calls", True, f"made in order: {', '.join(_label(w) for w in expected)}")
+    missing = [_label(w) for w in expected if not any(_matches(w, c) for c in calls)]
+    if missing:
+        return CheckResult("tool_calls", False, f"expected calls not made: {', '.join(missing)}; made: {made}")
+    return CheckResult("tool_calls", True, f"made: {', '.join(_label(w) for w in expected)}")
+
+
+def check_no_tool_call(calls: Sequence[CallMade], forbidden: ExpectedCall) -> CheckResult:
+    """No call matching `forbidden` was made."""
+    hits = [c.describe() for c in calls if _matches(forbidden, c)]
+    if hits:
+        return CheckResult("no_tool_call", False, f"{_label(forbidden)} must not be called; made: {', '.join(hits)}")
+    return CheckResult("no_tool_call", True, f"{_label(forbidden)} was not called")
+
+
+async def check_values(thread: Thread, expected: Mapping[str, Any], *, subset: bool = False) -> CheckResult:
+    """The thread's KV store holds these values (equal, or with `subset` containing them)."""
+    state = thread.state
+    wrong: list[str] = []
+    for key, want in expected.items():
+        got = await state.get_value(key)
+        ok = is_subset(want, got) if subset else got == want
+        if not ok:
+            wrong.append(f"{key}: expected {json.dumps(want, ensure_ascii=False)}, got {json.dumps(got, ensure_ascii=False)}")
+    if wrong:
+        return CheckResult("values", False, "; ".join(wrong))
+    return CheckResult("values", True, f"values match: {', '.join(expected)}")
+
+
+def check_end_reason(result: ExecutionResult, reason: str, *, by: str | None = None) -> CheckResult:
+    """The execution ended for `reason` (e.g. end_conversation), optionally by side `by`."""
+    got = f"{result.reason} (stopped_by={result.stopped_by})"
+    if result.reason != reason or (by is not None and result.stopped_by != by):
+        want = reason + (f" by side {by}" if by else "")
+        return CheckResult("end_reason", False, f"expected the execution to end with {want}; it ended with {got}")
+    return CheckResult("end_reason", True, f"ended with {got}")
