@@ -25,6 +25,7 @@ from providers.config import config_from_dict  # noqa: E402
 from providers.scripted import ScriptedModel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+collect_ignore_glob = ["fixtures/*"]  # example projects with tests of their own, run by the tests that use them
 
 SCRIPTED_CONFIG: dict[str, Any] = {
     "providers": {"scripted": {"type": "scripted"}},
