@@ -61,6 +61,8 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
         data: Any = yaml.safe_load(tokens_file.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise click.BadParameter(f"{tokens_file}: {exc}", param_hint="--tokens-file") from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{tokens_file}: not UTF-8 text", param_hint="--tokens-file") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise click.BadParameter(f"{tokens_file}: expected a mapping of token: user_id strings", param_hint="--tokens-file")
     return data
