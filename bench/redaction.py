@@ -8,8 +8,9 @@ scope is one compiled Aho-Corasick matcher.
 Two measurements:
 - one ai_human run (tool call + answer, a 4 KB tool result, real SQLite, a
   scripted provider behind respx) for Alice, with no other secrets, with
-  20,000 secrets in 20,000 other threads, and with 20,000 global secrets
-  (the worst case for the new matcher: every one applies to her);
+  20,000 secrets in 20,000 other threads, with 20,000 global secrets (the
+  worst case for the new matcher: every one applies to her), and with the
+  old loop over 20,000 secrets put back in place of the matcher;
 - redacting one 4 KB text with N secrets: the old loop (sorted, `in` and
   `replace` per secret) against the compiled matcher.
 
@@ -78,12 +79,27 @@ async def _runs(scope: str, secrets: int, runs: int) -> float:
         async with runtime:
             for i in range(secrets if scope != "none" else 0):
                 runtime.services.redactor.add(_secret(i), f"thr_other_{i}" if scope == "others" else None)
+            if scope == "old":  # every call site gets the pre-issue-15 loop over every secret
+                old = _OldRedactor({_secret(i) for i in range(secrets)})
+                runtime.services.redactor.for_thread = lambda _thread_id: old  # type: ignore[method-assign]
             for _ in range(runs + 1):
                 thread = await runtime.create_thread("ag", user_id="alice")
                 started = time.perf_counter()
                 await thread.send("where is my order?")
                 timings.append((time.perf_counter() - started) * 1000)
     return statistics.median(timings[1:])
+
+
+class _OldRedactor(Redactor):
+    """The runtime-wide redactor before issue 15, behind today's interface."""
+
+    def __init__(self, secrets: set[str]) -> None:
+        super().__init__()
+        self._all = secrets
+        self._size = len(secrets)
+
+    def text(self, value: str) -> str:
+        return _old_text(self._all, value)
 
 
 def _old_text(secrets: set[str], value: str) -> str:
@@ -117,7 +133,8 @@ def main() -> None:
     print("|---|---:|")
     asyncio.run(_runs("none", 0, 2))  # warm up: imports, LiteLLM's first request
     for label, scope in (("no other secrets", "none"), (f"{options.secrets:,} secrets in other threads", "others"),
-                         (f"{options.secrets:,} global secrets (all apply to her)", "global")):  # fmt: skip
+                         (f"{options.secrets:,} global secrets (all apply to her)", "global"),
+                         (f"{options.secrets:,} secrets, the old runtime-wide loop (before issue 15)", "old")):  # fmt: skip
         print(f"| {label} | {asyncio.run(_runs(scope, options.secrets, options.runs)):.1f} |", flush=True)
     print()
     print("| secrets | old loop, per 4 KB text (us) | compiled matcher (us) |")

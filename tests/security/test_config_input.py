@@ -80,3 +80,14 @@ def test_run_with_an_alias_bomb_fails_fast_with_the_file_named(tmp_path: Path) -
     assert result.exit_code != 0
     text = result.output + (str(result.exception) if result.exception else "")
     assert str(path) in text and "aliases" in text
+
+
+def test_tokens_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from orchestrator.server.cli import serve
+
+    path = tmp_path / "tokens.yaml"
+    path.write_bytes(b"t\xe9ken: alice\n")
+    result = CliRunner().invoke(serve, ["--tokens-file", str(path)])
+    assert result.exit_code == 2 and "not UTF-8" in result.output
