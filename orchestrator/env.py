@@ -248,8 +248,9 @@ class EnvScope:
             type = existing.type if existing is not None else "secret"
         if type == "secret" and len(value) < MIN_SECRET_LEN:
             raise ValueError(
-                f"set_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters (a shorter one "
-                "cannot be redacted without rewriting ordinary text); store it with type 'text' if it need not be hidden"
+                f"set_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters (a shorter "
+                "one cannot be redacted without rewriting ordinary text); store it with type 'text' if it need "
+                "not be hidden"
             )
         await self.storage.set_env("thread", self.thread_id, name, value, type)
         return EnvValue(name=name, value=value, type=type)

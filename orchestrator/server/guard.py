@@ -34,7 +34,11 @@ PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_EVERY_RESPONSE = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
+_EVERY_RESPONSE = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _FORM_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -64,13 +68,17 @@ def origin_allowed(origin: str | None, host: str | None, allowed: Iterable[str] 
     if origin in {o.lower().rstrip("/") for o in allowed}:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and host is not None and parts.netloc == host.strip().lower()
+    if parts.scheme not in ("http", "https") or not parts.netloc or host is None:
+        return False
+    return parts.netloc == host.strip().lower()
 
 
 class SiteGuard:
     """ASGI middleware applying the rules above. `allowed_hosts=None`: no Host check."""
 
-    def __init__(self, app: Any, allowed_hosts: Sequence[str] | None = None, allowed_origins: Sequence[str] = ()) -> None:
+    def __init__(
+        self, app: Any, allowed_hosts: Sequence[str] | None = None, allowed_origins: Sequence[str] = ()
+    ) -> None:
         self.app = app
         self.any_host = allowed_hosts is None or "*" in allowed_hosts
         self.hosts = {_host_name(h) for h in allowed_hosts or ()}
@@ -82,8 +90,9 @@ class SiteGuard:
             return
         host = _header(scope, b"host")
         if not self.any_host and (host is None or _host_name(host) not in self.hosts):
-            await self._refuse(scope, receive, send, 400, "host_not_allowed",
-                               f"Host {(host or '')[:100]!r} is not served here; allowed: {', '.join(sorted(self.hosts))}")  # fmt: skip
+            allowed = ", ".join(sorted(self.hosts))
+            message = f"Host {(host or '')[:100]!r} is not served here; allowed: {allowed}"
+            await self._refuse(scope, receive, send, 400, "host_not_allowed", message)
             return
         if scope["type"] == "websocket":  # its Origin is checked in ws.py, where denials are answered
             await self.app(scope, receive, send)
@@ -98,12 +107,13 @@ class SiteGuard:
     def _cross_site_write(self, scope: _Scope, host: str | None) -> tuple[int, str, str] | None:
         origin = _header(scope, b"origin")
         if not origin_allowed(origin, host, self.origins):
-            return 403, "cross_origin", f"state-changing requests from origin {origin[:100]!r} are refused"  # type: ignore[index]
+            return 403, "cross_origin", f"state-changing requests from origin {(origin or '')[:100]!r} are refused"
         if origin is None and (_header(scope, b"sec-fetch-site") or "same-origin") not in ("same-origin", "none"):
             return 403, "cross_origin", "state-changing requests from another site are refused"
         content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
         if content_type in _FORM_TYPES:
-            return 415, "unsupported_media_type", f"body: send JSON with 'Content-Type: application/json', not {content_type}"
+            message = f"body: send JSON with 'Content-Type: application/json', not {content_type}"
+            return 415, "unsupported_media_type", message
         return None
 
     async def _refuse(self, scope: _Scope, receive: Any, send: Any, status: int, code: str, message: str) -> None:

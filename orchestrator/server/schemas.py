@@ -64,7 +64,9 @@ class ErrorBody(_Strict):
 
 class CreateThread(_Strict):
     agent: str = Field(min_length=1, max_length=200, description="Agent name, see GET /agents")
-    arguments: Annotated[dict[str, Any], AfterValidator(_shallow)] = Field(default_factory=dict, description="The agent's arguments")
+    arguments: Annotated[dict[str, Any], AfterValidator(_shallow)] = Field(
+        default_factory=dict, description="The agent's arguments"
+    )
     user_id: str | None = Field(default=None, max_length=200, description="Owner; with auth on it must be the token's user or omitted")
 
 

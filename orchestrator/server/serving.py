@@ -84,7 +84,9 @@ class GuardedH11(H11Protocol):
             self.transport.abort()
 
 
-def guarded_protocol(request_timeout: float = REQUEST_TIMEOUT, max_connections: int = MAX_CONNECTIONS) -> type[GuardedH11]:
+def guarded_protocol(
+    request_timeout: float = REQUEST_TIMEOUT, max_connections: int = MAX_CONNECTIONS
+) -> type[GuardedH11]:
     """A `GuardedH11` with these limits (uvicorn's `http=` takes a class)."""
     if request_timeout <= 0:
         raise ValueError(f"request_timeout must be positive, got {request_timeout}")
