@@ -96,3 +96,10 @@ def test_body_over_the_limit_is_refused_before_it_is_read(client: TestClient, th
     res = client.put(f"/threads/{thread_id}/values/k", content=chunks(), headers=JSON)
     assert res.status_code == 413
     assert client.get(f"/threads/{thread_id}/values/k").json()["value"] is None
+
+
+def test_a_secret_too_short_to_redact_is_refused_over_http(client: TestClient, thread_id: str) -> None:
+    res = client.put(f"/threads/{thread_id}/env/PIN", json={"value": "abc", "type": "secret"})
+    assert res.status_code == 422 and "at least 4 characters" in res.json()["error"]["message"]
+    assert client.get(f"/threads/{thread_id}/env").json()["env"] == []
+    assert client.put(f"/threads/{thread_id}/env/PIN", json={"value": "abc", "type": "text"}).status_code == 200
