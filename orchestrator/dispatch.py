@@ -204,7 +204,7 @@ class Dispatcher:
     async def _store_result(self, call: ToolCall, result: ToolResult) -> Message:
         hooks, state = self._services.hooks, self._step.state
         result = await hooks.transform("before_store_tool_result", state, result, call)
-        redact = self._services.redactor.text
+        redact = self._services.redactor.for_thread(state.thread_id).text
         content = result.result if result.status == "success" else (result.error or "Tool failed")
         message = Message(
             thread_id=state.thread_id, side=self._step.side, role="tool", tool_call_id=call.id, name=call.name,

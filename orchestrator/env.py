@@ -3,21 +3,28 @@
 Resolution order (SPEC): thread, agent defaults, prompt defaults, user account,
 runtime instance (config `env:` then the process environment). A value is a
 secret unless it was stored with type "text".
+
+Secrets are redacted by scope (`SecretScopes`): a thread's secrets in that
+thread's output only, config keys and process secrets everywhere; see
+docs/security.md for what a short secret means.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ahocorasick_rs import AhoCorasick, MatchKind
 
 from .messages import EnvType, EnvValue
 from .storage.base import Storage
 
 REDACTED = "***"
-_MIN_SECRET_LEN = 4  # shorter values would redact ordinary words
+MIN_SECRET_LEN = 4  # a shorter secret cannot be redacted without rewriting ordinary text: set_env refuses it
+WHOLE_WORD_BELOW = 8  # a secret shorter than this is redacted only where it stands as a whole word
 
 
 class EnvNotFoundError(KeyError):
@@ -27,36 +34,45 @@ class EnvNotFoundError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class Redactor:
-    """Replaces every known secret value with `***` in strings and JSON-like data.
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
-    One instance serves a runtime (API keys, secret env values seen so far); the
-    cost is one `in` test per secret per string, and nothing when there are none.
+
+class Redactor:
+    """Replaces a fixed set of secret values with `***` in strings and JSON-like data.
+
+    Compiled once (Aho-Corasick automata), so a text costs one pass whatever the
+    number of secrets. Secrets of `WHOLE_WORD_BELOW` characters or more are
+    replaced wherever they occur (longest first, so no part of a longer secret
+    survives); shorter ones only as a whole word, because a short value such as
+    `order` also occurs inside ordinary words (`border`, `order_id`) that are
+    not the secret. Values under `MIN_SECRET_LEN` are not matched at all.
     """
 
-    def __init__(self, secrets: list[str] | None = None) -> None:
-        self._secrets: set[str] = set()
-        for s in secrets or ():
-            self.add(s)
-
-    def add(self, value: str | None) -> None:
-        if value and len(value) >= _MIN_SECRET_LEN:
-            self._secrets.add(value)
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        values = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
+        long = sorted(s for s in values if len(s) >= WHOLE_WORD_BELOW)
+        short = sorted(s for s in values if len(s) < WHOLE_WORD_BELOW)
+        self._long = AhoCorasick(long, matchkind=MatchKind.LeftmostLongest) if long else None
+        self._short = AhoCorasick(short) if short else None
+        self._size = len(values)
 
     @property
     def active(self) -> bool:
-        return bool(self._secrets)
+        return self._size > 0
+
+    def __len__(self) -> int:
+        return self._size
 
     def text(self, value: str) -> str:
-        if not self._secrets:
-            return value
-        for secret in sorted(self._secrets, key=len, reverse=True):  # longest first: no partial leaks
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+        if self._long is not None:
+            value = _replace(value, self._long.find_matches_as_indexes(value))
+        if self._short is not None:
+            value = _replace(value, _whole_words(value, self._short.find_matches_as_indexes(value, overlapping=True)))
         return value
 
     def data(self, value: Any) -> Any:
-        if not self._secrets:
+        if not self._size:
             return value
         if isinstance(value, str):
             return self.text(value)
@@ -68,6 +84,107 @@ class Redactor:
 
     def json(self, value: Any) -> str:
         return self.text(json.dumps(value, default=str))
+
+
+def _replace(text: str, matches: Iterable[tuple[int, int, int]]) -> str:
+    parts: list[str] = []
+    last = 0
+    for _, start, end in matches:
+        parts.append(text[last:start])
+        parts.append(REDACTED)
+        last = end
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _whole_words(text: str, matches: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Of overlapping matches, those standing as whole words; leftmost, then longest, never overlapping."""
+    kept: list[tuple[int, int, int]] = []
+    last = 0
+    for match in sorted(matches, key=lambda m: (m[1], m[1] - m[2])):
+        _, start, end = match
+        if start < last:
+            continue
+        if (start > 0 and _is_word_char(text[start - 1])) or (end < len(text) and _is_word_char(text[end])):
+            continue
+        kept.append(match)
+        last = end
+    return kept
+
+
+_NOTHING = Redactor()
+
+
+class SecretScopes:
+    """Which secrets are redacted where.
+
+    Global secrets (config API keys, server tokens, values read from the process
+    environment) are redacted in everything. A thread's secrets (its own and
+    its user's secret env values, agent and prompt defaults it read) only in
+    that thread's output, and in the threads it runs inside (a sub-agent's
+    result becomes its parent's tool result): one user's secret never rewrites
+    another user's data. Each scope keeps one compiled `Redactor`, rebuilt only
+    when a new secret joins it; a thread's scope is forgotten with its event
+    channel (`EventBus.detach`) and refilled as its next execution reads env.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._global: set[str] = set()
+        self._threads: dict[str, set[str]] = {}
+        self._parents: dict[str, str] = {}
+        self._compiled: dict[str | None, Redactor] = {}  # thread id (None: global only) -> matcher
+        self._everywhere: Redactor | None = None
+        for value in secrets:
+            self.add(value)
+
+    def add(self, value: str | None, thread_id: str | None = None) -> None:
+        """Redact `value` in `thread_id`'s output (and its parents'), or everywhere with no thread."""
+        if not value or len(value) < MIN_SECRET_LEN or value in self._global:
+            return
+        if thread_id is None:
+            self._global.add(value)
+            self._compiled.clear()
+            self._everywhere = None
+            return
+        seen: set[str] = set()
+        while thread_id is not None and thread_id not in seen:
+            seen.add(thread_id)
+            scope = self._threads.setdefault(thread_id, set())
+            if value not in scope:
+                scope.add(value)
+                self._compiled.pop(thread_id, None)
+                self._everywhere = None
+            thread_id = self._parents.get(thread_id)
+
+    def nest(self, child_id: str, parent_id: str | None) -> None:
+        """`child_id` runs inside `parent_id`: its secrets are redacted in the parent too."""
+        if parent_id is not None and parent_id != child_id:
+            self._parents[child_id] = parent_id
+
+    def forget(self, thread_id: str) -> None:
+        self._parents.pop(thread_id, None)
+        if self._threads.pop(thread_id, None) is not None:
+            self._compiled.pop(thread_id, None)
+            self._everywhere = None
+
+    def for_thread(self, thread_id: str | None) -> Redactor:
+        """The matcher for output belonging to `thread_id`: global secrets and the thread's own."""
+        own = self._threads.get(thread_id) if thread_id is not None else None
+        key = thread_id if own else None  # a thread without secrets of its own shares the global matcher
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            values = self._global | own if own else self._global
+            compiled = Redactor(values) if values else _NOTHING
+            self._compiled[key] = compiled
+        return compiled
+
+    def everywhere(self) -> Redactor:
+        """Every known secret, for output that belongs to no one thread: the operator's logs."""
+        if self._everywhere is None:
+            self._everywhere = Redactor(self._global.union(*self._threads.values()))
+        return self._everywhere
 
 
 @dataclass
@@ -85,23 +202,28 @@ class EnvScope:
     use_process_env: bool = True
 
     async def lookup(self, name: str) -> EnvValue:
+        return (await self.resolve(name))[0]
+
+    async def resolve(self, name: str) -> tuple[EnvValue, bool]:
+        """The value, and whether it came from the process environment (a secret of
+        the whole process, not of this thread: redacted everywhere)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"env: name must be a non-empty string, got {name!r}")
         found = await self.storage.get_env("thread", self.thread_id, name)
         if found is not None:
-            return found
+            return found, False
         if name in self.agent_env:
-            return EnvValue(name=name, value=self.agent_env[name], type="secret")
+            return EnvValue(name=name, value=self.agent_env[name], type="secret"), False
         if name in self.prompt_env:
-            return EnvValue(name=name, value=self.prompt_env[name], type="secret")
+            return EnvValue(name=name, value=self.prompt_env[name], type="secret"), False
         if self.user_id is not None:
             found = await self.storage.get_env("user", self.user_id, name)
             if found is not None:
-                return found
+                return found, False
         if name in self.runtime_env:
-            return self.runtime_env[name]
+            return self.runtime_env[name], True
         if self.use_process_env and name in os.environ:
-            return EnvValue(name=name, value=os.environ[name], type="secret")
+            return EnvValue(name=name, value=os.environ[name], type="secret"), True
         raise EnvNotFoundError(f"env value {name!r} is not set; looked in: {', '.join(self._places())}")
 
     def _places(self) -> list[str]:
@@ -124,5 +246,11 @@ class EnvScope:
             if existing is None and self.user_id is not None:
                 existing = await self.storage.get_env("user", self.user_id, name)
             type = existing.type if existing is not None else "secret"
+        if type == "secret" and len(value) < MIN_SECRET_LEN:
+            raise ValueError(
+                f"set_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters (a shorter "
+                "one cannot be redacted without rewriting ordinary text); store it with type 'text' if it need "
+                "not be hidden"
+            )
         await self.storage.set_env("thread", self.thread_id, name, value, type)
         return EnvValue(name=name, value=value, type=type)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .env import Redactor
+from .env import SecretScopes
 from .messages import Event
 from .storage.base import StepWrite, Storage, StorageError
 
@@ -62,7 +62,7 @@ class _Channel:
 
 
 class EventBus:
-    def __init__(self, storage: Storage, redactor: Redactor, broker: RedisBroker | None = None) -> None:
+    def __init__(self, storage: Storage, redactor: SecretScopes, broker: RedisBroker | None = None) -> None:
         self._storage = storage
         self._redactor = redactor
         self._channels: dict[str, _Channel] = {}
@@ -121,6 +121,7 @@ class EventBus:
             return
         if ch is not None and not ch.subscribers and not ch.pending and not ch.held and not ch.writing and ch.flushing is None:
             del self._channels[thread_id]
+            self._redactor.forget(thread_id)
             if self._broker is not None:
                 self._broker.forget(thread_id)
 
@@ -133,8 +134,9 @@ class EventBus:
         if ch is None:
             raise RuntimeError(f"event bus: thread {thread_id} is not attached")
         ch.seq += 1
-        if self._redactor.active:
-            data = self._redactor.data(data)
+        redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
+        if redactor.active:
+            data = redactor.data(data)
         event = Event.model_construct(thread_id=thread_id, seq=ch.seq, type=type, data=data, at=time.time())  # fields are ours: skip validation
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)

@@ -1,7 +1,9 @@
 """Structured logs (structlog), with secrets redacted before anything is written.
 
-Every runtime registers its `Redactor`; the redaction processor runs last
+Every runtime registers its `SecretScopes`; the redaction processor runs last
 before rendering, so no processor or caller can leak a secret into output.
+A log line belongs to no one thread, so it is redacted of every secret known
+(the operator's logs may over-redact; users' data never does).
 """
 
 from __future__ import annotations
@@ -13,20 +15,19 @@ from typing import Any
 
 import structlog
 
-from .env import Redactor
+from .env import SecretScopes
 
-_REDACTORS: weakref.WeakSet[Redactor] = weakref.WeakSet()
+_REDACTORS: weakref.WeakSet[SecretScopes] = weakref.WeakSet()
 
 
-def register_redactor(redactor: Redactor) -> None:
+def register_secrets(redactor: SecretScopes) -> None:
     _REDACTORS.add(redactor)
     _install_record_factory()
 
 
 def redact_text(text: str) -> str:
-    for redactor in list(_REDACTORS):
-        if redactor.active:
-            text = redactor.text(text)
+    for scopes in list(_REDACTORS):
+        text = scopes.everywhere().text(text)
     return text
 
 
@@ -43,7 +44,7 @@ def _install_record_factory() -> None:
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        if any(r.active for r in list(_REDACTORS)):
+        if any(r.everywhere().active for r in list(_REDACTORS)):
             try:
                 message = record.getMessage()
             except Exception:  # a bad format string: leave it to logging to report
@@ -58,9 +59,8 @@ def _install_record_factory() -> None:
 
 def redact_processor(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     """A structlog processor: secrets of every open runtime become `***`. Put it last before the renderer."""
-    for redactor in list(_REDACTORS):
-        if redactor.active:
-            event_dict = redactor.data(event_dict)
+    for scopes in list(_REDACTORS):
+        event_dict = scopes.everywhere().data(event_dict)
     return event_dict
 
 

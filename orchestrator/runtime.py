@@ -6,7 +6,7 @@
     result = await thread.send("Hi")     # ai_human: the person's turn, then side a's
 
 `Services` bundles what every layer below shares (storage, event bus, hooks,
-model client, settings, redactor), so each of them takes one argument.
+model client, settings, secret scopes), so each of them takes one argument.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from .definitions import AgentDefinition, DefinitionError, MessageArgs, ToolDefinition
-from .env import Redactor
+from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
-from .logs import ensure_logging, register_redactor
+from .logs import ensure_logging, register_secrets
 from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
@@ -50,7 +50,7 @@ class Services:
     hooks: Hooks
     client: Any  # providers.client.ModelClient
     settings: RuntimeSettings
-    redactor: Redactor
+    redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
     toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
@@ -124,8 +124,8 @@ class Runtime:
                 if self.settings.gc_freeze:
                     _freeze_heap_once()
                 await self.storage.open()
-                redactor = Redactor(_config_secrets(self.config))
-                register_redactor(redactor)
+                redactor = SecretScopes(_config_secrets(self.config))
+                register_secrets(redactor)
                 client = self._client
                 if client is None:
                     from providers.client import ModelClient
@@ -222,9 +222,10 @@ class Runtime:
 
     async def set_user_env(self, user_id: str, name: str, value: str, type: EnvType = "secret") -> None:
         await self.open()
-        if type == "secret":
-            self.services.redactor.add(value)
-        await self.storage.set_env("user", user_id, name, value, type)
+        if type == "secret" and len(value) < MIN_SECRET_LEN:
+            raise ValueError(f"set_user_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters; "
+                             "store it with type 'text' if it need not be hidden")  # fmt: skip
+        await self.storage.set_env("user", user_id, name, value, type)  # redacted in a thread once it reads it
 
     def _agent(self, name: str) -> AgentDefinition:
         agents = self.definitions.agents

@@ -113,6 +113,7 @@ class ThreadState:
     ) -> None:
         self._services = services
         self._thread = thread
+        services.redactor.nest(thread.id, getattr(thread, "parent_id", None))  # a child's secrets stay out of its parent too
         self._agent = agent
         self.execution = execution
         self.context: dict[str, Any] = {}
@@ -257,9 +258,9 @@ class ThreadState:
         return None
 
     async def env(self, name: str) -> str:
-        value = await self._env_scope().lookup(name)
-        if value.type == "secret":
-            self._services.redactor.add(value.value)
+        value, shared = await self._env_scope().resolve(name)
+        if value.type == "secret":  # the process's own secrets are redacted everywhere, the rest in this thread
+            self._services.redactor.add(value.value, None if shared else self.thread_id)
         return value.value
 
     async def env_type(self, name: str) -> EnvType:
@@ -268,7 +269,7 @@ class ThreadState:
     async def set_env(self, name: str, value: str, type: EnvType | None = None) -> None:
         stored = await self._env_scope().set(name, value, type)
         if stored.type == "secret":
-            self._services.redactor.add(value)
+            self._services.redactor.add(value, self.thread_id)
 
     # -- sandbox -----------------------------------------------------------
     def run_code(self, source: str, **options: Any) -> CodeExecution:

@@ -368,14 +368,28 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Provide
     return _build(dict(data), {}, source)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader refusing aliases (`*name`, `<<: *name`): a few lines of them
+    expand into gigabytes (the "billion laughs"), and a config never needs one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in config files: write the value out", self.peek_event().start_mark
+            )
+        return super().compose_node(parent, index)
+
+
 def _read_yaml(path: Path) -> tuple[dict[str, Any], _Marks]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read providers config: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_NoAliasLoader)
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}" if mark else str(path)

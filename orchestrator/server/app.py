@@ -7,7 +7,7 @@ authenticated face over `Runtime` and `Thread`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,6 +21,7 @@ from ..runtime import Runtime
 from . import routes, ws
 from .auth import Authenticator, load_tokens
 from .errors import install_error_handlers
+from .guard import SiteGuard
 from .limits import BodyLimit
 from .runs import QueuedRuns
 
@@ -35,12 +36,17 @@ def create_app(
     own_runtime: bool = False,
     queue: Any = None,
     broker: Any = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
 ) -> FastAPI:
     """The server for `runtime`. Tokens (`{token: user_id}`) join those of env
     ORCHESTRATOR_TOKENS; with none at all the server is open. `own_runtime`:
     close the runtime when the app shuts down (the CLI's case). With `queue`
     (an ExecutionQueue) and `broker` (a RedisBroker), workers run the
-    executions and this process only serves (see docs/deployment.md)."""
+    executions and this process only serves (see docs/deployment.md).
+    `allowed_hosts`: the `Host` names served (None: any; `orchestrator serve`
+    passes the loopback names when bound to loopback); `allowed_origins`:
+    other origins whose pages may write and open sockets (see guard.py)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
     if (queue is None) != (broker is None):
@@ -82,6 +88,8 @@ def create_app(
         return FileResponse(STATIC / "index.html")
 
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(SiteGuard, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)  # outermost
+    app.state.allowed_origins = tuple(allowed_origins)
     return app
 
 

@@ -2,7 +2,10 @@
 
     orchestrator serve                                  # open server on 127.0.0.1:8000
     orchestrator serve --scripted demo                  # offline demo: the built-in script
-    ORCHESTRATOR_TOKENS="tA:alice,tB:bob" orchestrator serve --host 0.0.0.0
+    ORCHESTRATOR_TOKENS="tA:alice,tB:bob" orchestrator serve --host 0.0.0.0 --allowed-host chat.example.com
+
+Without tokens the server listens on loopback only and answers only to the
+loopback host names (`--allowed-host` adds others); see docs/security.md.
 
 Models come from the config as usual; `--replay CASSETTE` serves recorded
 responses instead (one conversation's worth, consumed once), and
@@ -13,6 +16,7 @@ conversations at once (see `orchestrator.server.scripted`).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,8 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
         data: Any = yaml.safe_load(tokens_file.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise click.BadParameter(f"{tokens_file}: {exc}", param_hint="--tokens-file") from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{tokens_file}: not UTF-8 text", param_hint="--tokens-file") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise click.BadParameter(f"{tokens_file}: expected a mapping of token: user_id strings", param_hint="--tokens-file")
     return data
@@ -76,23 +82,49 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
 @click.option("--queue", "use_queue", is_flag=True,
               help="Workers run the executions: enqueue them in PostgreSQL (--db) and stream events from Redis (--redis).")  # fmt: skip
 @click.option("--redis", envvar="ORCHESTRATOR_REDIS", default=None, help="Redis URL for events across processes (with --queue).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A Host name this server answers to (repeat; '*' for any). Default: the loopback names on loopback, any elsewhere.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
+              help="Another origin (https://app.example.com) whose pages may write and open sockets (repeat).")
+@click.option("--request-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds a client has to send a whole request (head and body) before its connection is closed.")
+@click.option("--max-connections", default=4096, show_default=True, type=click.IntRange(1),
+              help="Open connections at most; more are closed at once (kept under the file descriptor limit).")  # fmt: skip
 def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | None, replay: str | None,
            scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str,
-           use_queue: bool, redis: str | None) -> None:  # fmt: skip
+           use_queue: bool, redis: str | None, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
+           request_timeout: float, max_connections: int) -> None:  # fmt: skip
     """Serve the HTTP API, the per-thread WebSocket and the watch page."""
     import uvicorn
 
     from ..runtime import Runtime
     from .app import create_app
+    from .guard import LOOPBACK_HOSTS
+    from .serving import server_config
 
     tokens = _tokens(tokens_file)
     with _models(replay, scripted):
         runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
         queue, broker = _queue_and_broker(runtime, redis) if use_queue else (None, None)
-        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, queue=queue, broker=broker)
-        if not app.state.server.auth.enabled and host not in ("127.0.0.1", "localhost", "::1"):
-            click.echo(f"warning: no tokens configured and serving on {host}: anyone who can reach it sees every thread", err=True)
-        uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=64 * 1024, access_log=log_level == "debug")
+        hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
+        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, queue=queue, broker=broker,
+                         allowed_hosts=hosts, allowed_origins=allowed_origins)  # fmt: skip
+        if not app.state.server.auth.enabled and not is_loopback(host):
+            raise click.UsageError(f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
+                                   "every thread. Set ORCHESTRATOR_TOKENS or --tokens-file, or serve on 127.0.0.1.")  # fmt: skip
+        settings = server_config(app, host=host, port=port, request_timeout=request_timeout, max_connections=max_connections,
+                                 log_level=log_level, access_log=log_level == "debug")  # fmt: skip
+        uvicorn.Server(settings).run()
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address (or `localhost`) only this machine can reach."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _queue_and_broker(runtime: Any, redis: str | None) -> tuple[Any, Any]:

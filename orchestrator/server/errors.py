@@ -74,7 +74,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
         return error_response(400, "invalid_json", f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}", "body")
-    problems = "; ".join(f"{_field(e['loc']) or 'request'}: {e['msg']}" for e in errors[:5])
+    problems = "; ".join(f"{_field(e['loc']) or 'request'}: {e['msg'].removeprefix('Value error, ')}" for e in errors[:5])
     return error_response(422, "invalid_request", problems, _field(first["loc"]) or None)
 
 

@@ -23,6 +23,7 @@ from .errors import ApiError, error_responses
 from .runs import Runs
 from .schemas import (
     ENV_NAME_PATTERN,
+    MAX_JSON_DEPTH,
     AgentList,
     AgentOut,
     Control,
@@ -42,6 +43,7 @@ from .schemas import (
     ToolList,
     ToolOut,
     ValueOut,
+    json_depth,
 )
 
 _bearer_doc = HTTPBearer(auto_error=False, description="A token from ORCHESTRATOR_TOKENS (omit when the server runs without tokens)")
@@ -226,7 +228,10 @@ async def get_messages(
 async def get_value(thread_id: ThreadId, key: Key, srv: Srv, who: Who) -> ValueOut:
     """The value stored under `key` (null when none is)."""
     thread = await find_thread(srv, who, thread_id)
-    return ValueOut(key=key, value=await thread.state.get_value(key))
+    value = await thread.state.get_value(key)
+    if json_depth(value) > MAX_JSON_DEPTH:  # stored before the limit existed: say so rather than fail to serialize
+        raise ApiError(422, "value_too_deep", f"the stored value nests deeper than {MAX_JSON_DEPTH} levels", "path.key")
+    return ValueOut(key=key, value=value)
 
 
 @router.put("/threads/{thread_id}/values/{key}", response_model=ValueOut, responses=_THREAD, tags=["threads"])

@@ -6,15 +6,40 @@ refused) so a typo in a client surfaces as a 422 naming the field.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..executor import ExecutionResult
 from ..messages import ExecutionSnapshot, Message, SideName, ThreadStatus, Usage
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 MAX_TEXT_CHARS = 100_000
+MAX_JSON_DEPTH = 64  # nesting of a stored JSON value; far past any real one, well inside what serializers handle
+
+
+def json_depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (a scalar: 0); iterative, so any depth is safe to measure."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > MAX_JSON_DEPTH:
+                break
+            stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def _shallow(value: Any) -> Any:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nests deeper than {MAX_JSON_DEPTH} levels of lists and objects")
+    return value
+
+
+ShallowJson = Annotated[Any, AfterValidator(_shallow)]
 
 
 class _Strict(BaseModel):
@@ -39,7 +64,9 @@ class ErrorBody(_Strict):
 
 class CreateThread(_Strict):
     agent: str = Field(min_length=1, max_length=200, description="Agent name, see GET /agents")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="The agent's arguments")
+    arguments: Annotated[dict[str, Any], AfterValidator(_shallow)] = Field(
+        default_factory=dict, description="The agent's arguments"
+    )
     user_id: str | None = Field(default=None, max_length=200, description="Owner; with auth on it must be the token's user or omitted")
 
 
@@ -48,7 +75,7 @@ class SendMessage(_Strict):
 
 
 class SetValue(_Strict):
-    value: Any = Field(description="Any JSON value")
+    value: ShallowJson = Field(description=f"Any JSON value nesting at most {MAX_JSON_DEPTH} levels")
 
 
 class SetEnv(_Strict):

@@ -18,8 +18,11 @@ from typing import Any
 
 
 class LiveServer:
-    def __init__(self, app: Any, *, startup_timeout: float = 30.0) -> None:
+    def __init__(self, app: Any, *, startup_timeout: float = 30.0, **limits: Any) -> None:
+        """`limits`: `request_timeout`, `max_connections` (see `serving.server_config`)."""
         import uvicorn
+
+        from .serving import server_config
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -27,7 +30,7 @@ class LiveServer:
         self.port: int = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=64 * 1024)
+        config = server_config(app, lifespan="on", **limits)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="live-server")
         self._timeout = startup_timeout

@@ -17,6 +17,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from ..runtime import Thread
 from .auth import WS_PROTOCOL
 from .errors import ApiError, error_response
+from .guard import origin_allowed
 from .routes import ServerState, find_thread
 
 router = APIRouter()
@@ -26,6 +27,7 @@ router = APIRouter()
 async def thread_events(websocket: WebSocket, thread_id: str) -> None:
     srv: ServerState = websocket.app.state.server
     try:
+        _check_origin(websocket)
         after = _after(websocket.query_params.get("after", "0"))
         who = srv.auth.principal(websocket)
         thread = await find_thread(srv, who, thread_id)
@@ -46,6 +48,13 @@ async def thread_events(websocket: WebSocket, thread_id: str) -> None:
                 await task
     with contextlib.suppress(Exception):
         await websocket.close()
+
+
+def _check_origin(websocket: WebSocket) -> None:
+    """A page from another origin may not open a socket here (a browser always says where it comes from)."""
+    origin = websocket.headers.get("origin")
+    if not origin_allowed(origin, websocket.headers.get("host"), getattr(websocket.app.state, "allowed_origins", ())):
+        raise ApiError(403, "cross_origin", f"WebSocket from origin {origin[:100]!r} refused")  # type: ignore[index]
 
 
 def _after(raw: str) -> int:
