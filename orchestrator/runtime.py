@@ -385,7 +385,7 @@ def _settings_from(config: Any) -> RuntimeSettings:
     return RuntimeSettings.model_validate(raw or {})
 
 
-def _mcp_tools(config: Any, redactor: Redactor) -> McpTools | None:
+def _mcp_tools(config: Any, secrets: SecretScopes) -> McpTools | None:
     """The config's MCP servers (nothing starts until a prompt that names them runs)."""
     servers = getattr(config, "mcp_servers", None)
     if not servers:
@@ -396,7 +396,7 @@ def _mcp_tools(config: Any, redactor: Redactor) -> McpTools | None:
         raise RuntimeError("the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator[mcp]'")
     from .mcp import McpTools
 
-    return McpTools(servers, redactor.text)
+    return McpTools(servers, lambda text: secrets.everywhere().text(text))  # stderr is the operator's log
 
 
 def _config_secrets(config: Any) -> list[str]:

@@ -156,7 +156,8 @@ def _chat_attrs(run: Any, side: str, prompt: Any, info: Any, toolset: Any, messa
         "orchestrator.depth": depth,
     }
     if run.services.settings.trace_content:
-        attributes["gen_ai.input.messages"] = run.services.redactor.text(json.dumps(messages, ensure_ascii=False))
+        redact = run.services.redactor.for_thread(run.thread.id).text
+        attributes["gen_ai.input.messages"] = redact(json.dumps(messages, ensure_ascii=False))
     return attributes
 
 
@@ -171,7 +172,8 @@ def _chat_result(result: tuple[Any, Any], run: Any, *args: Any, **kwargs: Any) -
     }
     if run.services.settings.trace_content:
         output = {"content": message.content, "tool_calls": [c.model_dump() for c in message.tool_calls or []]}
-        attributes["gen_ai.output.messages"] = run.services.redactor.text(json.dumps(output, ensure_ascii=False))
+        redact = run.services.redactor.for_thread(run.thread.id).text
+        attributes["gen_ai.output.messages"] = redact(json.dumps(output, ensure_ascii=False))
     return attributes
 
 
