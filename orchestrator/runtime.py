@@ -120,6 +120,9 @@ class Runtime:
                 if self.settings.gc_freeze:
                     _freeze_heap_once()
                 await self.storage.open()
+                from .sandbox import configure as configure_sandbox  # light: the engines load on first run
+
+                configure_sandbox(self.settings.sandbox)  # process-wide: the last runtime opened sets it
                 redactor = Redactor(_config_secrets(self.config))
                 register_redactor(redactor)
                 client = self._client

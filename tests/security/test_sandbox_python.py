@@ -69,8 +69,8 @@ _ENV_ROUTES = {
     "exec with fake globals": "g = {'__name__': 'json'}\nexec('import os', g)\ndict(g['os'].environ)",
     "os.environ past the guard": _BYPASS + "dict(os_['environ'])",
     "posix.environ": _BYPASS + "{k.decode(): v.decode() for k, v in imp('posix').environ.items()}",
-    "libc getenv": _BYPASS + f"imp('ctypes').CDLL(None).getenv  # noqa\nc = imp('ctypes')\n"
-    f"libc = c.CDLL(None)\nlibc.getenv.restype = c.c_char_p\nstr(libc.getenv(b'{_SECRET_NAME}'))",
+    "libc getenv": _BYPASS + "c = imp('ctypes')\nlibc = c.CDLL(None)\nlibc.getenv.restype = c.c_char_p\n"
+    f"str(libc.getenv(b'{_SECRET_NAME}'))",
 }
 
 
@@ -204,7 +204,7 @@ def _site_packages() -> list[str]:
 
 
 async def test_only_the_standard_library_is_readable():
-    source = _PROC_READ + "[read(path) for path in paths] + [os_['listdir'](path) if False else 0 for path in paths]"
+    source = _PROC_READ + "[read(path) for path in paths]"
     probes = []
     for folder in _site_packages():
         entries = sorted(Path(folder).iterdir())
@@ -213,7 +213,7 @@ async def test_only_the_standard_library_is_readable():
     assert probes, "no site-packages to probe"
     result = await run_code(source, language="python", globals={"paths": probes})
     assert result.status == "ok", result.error
-    assert result.value[: len(probes)] == ["PermissionError"] * len(probes), (probes, result.value)
+    assert result.value == ["PermissionError"] * len(probes), (probes, result.value)
     listing = await run_code(_BYPASS + "os_['listdir'](p)", language="python", globals={"p": _site_packages()[0]})
     assert listing.status == "error" and "PermissionError" in listing.error
     stdlib = await run_code(_PROC_READ + "read(os_['__file__'])[:100]", language="python")
