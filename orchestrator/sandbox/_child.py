@@ -34,6 +34,7 @@ import importlib.abc
 import importlib.util
 import io
 import json
+import mmap
 import os
 import select
 import signal
@@ -124,7 +125,7 @@ def serve() -> None:
     except (OSError, _isolation.IsolationError) as exc:
         ruleset = f"Landlock ruleset: {exc}"  # every child refuses to run, saying why
     _write_message(1, {"op": "ready", "pid": os.getpid()})
-    result = bytearray(0)
+    result: mmap.mmap | None = None
     while True:
         request = _read_message(0)
         if request is None:
@@ -134,18 +135,19 @@ def serve() -> None:
         size = _read_frame_size(0)
         if size is None:
             return
-        if len(result) != request["result_limit"] + 1:
-            result = bytearray(request["result_limit"] + 1)
+        if result is None or len(result) != request["result_limit"] + 1:
+            result = mmap.mmap(-1, request["result_limit"] + 1)  # pages exist once written
         body = bytearray(size)
         if not _read_into(0, memoryview(body)):
             return
         header, used = _supervise(request, body, ruleset, result)
         _write_message(1, header)
-        _write_frame(1, memoryview(result)[:used])
-        result[:used] = bytes(used)
+        with memoryview(result) as view:
+            _write_frame(1, view[:used])
+        result.madvise(mmap.MADV_DONTNEED)  # zero it and give the pages back
 
 
-def _supervise(request: dict, body: bytearray, ruleset: int | str, result: bytearray) -> tuple[dict, int]:
+def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.mmap) -> tuple[dict, int]:
     read_end, write_end = os.pipe()
     server = os.getpid()
     pid = os.fork()
@@ -155,7 +157,7 @@ def _supervise(request: dict, body: bytearray, ruleset: int | str, result: bytea
     os.close(write_end)
     body[:] = bytes(len(body))  # the request lives on in the child only
     deadline = time.monotonic() + request["timeout"]
-    view, used, verdict = memoryview(result), 0, None
+    view, used, verdict = memoryview(result), 0, None  # released with the function's frame
     while verdict is None:
         left = deadline - time.monotonic()
         if left <= 0:
