@@ -14,9 +14,9 @@ class SandboxSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_python_runs: int = Field(default=2, ge=1, le=64, description="Python runs at once (one fork server each); more wait.")
-    max_javascript_runs: int = Field(default=4, ge=1, le=64, description="JavaScript/TypeScript runs at once (one thread each); more wait.")
-    memory_budget_bytes: int = Field(default=512 * 2**20, ge=128 * 2**20, description="Memory all runs may hold together; runs beyond it wait.")
+    max_python_runs: int = Field(default=2, ge=1, le=64, description="Python runs at once (a fork server each).")
+    max_javascript_runs: int = Field(default=4, ge=1, le=64, description="JS/TS runs at once (a thread each).")
+    memory_budget_bytes: int = Field(default=512 * 2**20, ge=128 * 2**20, description="All runs together.")
 
 
 class RuntimeSettings(BaseModel):
@@ -34,5 +34,5 @@ class RuntimeSettings(BaseModel):
     default_max_session_turns: int = Field(default=50, ge=1, description="Bound for agents that set no max_session_turns.")
     lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
     gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Process-wide run_code budget; waits count against each run's timeout.")
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Process-wide run_code budget.")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")

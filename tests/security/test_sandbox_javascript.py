@@ -120,5 +120,6 @@ async def test_js_huge_result_is_an_error_not_a_host_allocation():
 
 
 async def test_js_console_flood_is_capped():
-    flood = await run_code("for (let i = 0; i < 1000; i++) console.log('y'.repeat(10000)); export default 1", timeout=20.0)
+    source = "for (let i = 0; i < 1000; i++) console.log('y'.repeat(10000)); export default 1"
+    flood = await run_code(source, timeout=20.0)
     assert flood.status == "ok" and flood.console_truncated and len(flood.console) <= 64 * 1024

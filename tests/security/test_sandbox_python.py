@@ -110,7 +110,8 @@ async def test_fork_server_environment_is_the_allow_list(host_secret):
     servers = _children_of(os.getpid())
     assert servers, "no fork server found"
     for pid in servers:
-        names = {entry.split(b"=", 1)[0].decode() for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if entry}
+        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        names = {entry.split(b"=", 1)[0].decode() for entry in entries if entry}
         assert names <= {"PATH", "LANG", "LC_ALL"}, names
 
 
