@@ -39,7 +39,7 @@ def _js_running() -> int:
 
 def _py_running() -> int:
     """Guests are the children of the fork servers, which are the children of this process."""
-    return sum(len(_children_of(server)) for server in _children_of(os.getpid()))
+    return sum(len(_children_of(server)) for server in _fork_servers())
 
 
 def _children_of(parent: int) -> list[int]:
@@ -53,6 +53,18 @@ def _children_of(parent: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
                 found.append(int(entry.name))
     return found
+
+
+def _fork_servers() -> list[int]:
+    """This process's live Python fork servers (other children, e.g. of other tests, are not)."""
+    servers = []
+    for pid in _children_of(os.getpid()):
+        try:
+            if b"_child.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                servers.append(pid)
+        except OSError:
+            continue
+    return servers
 
 
 async def _observe(count, expected: int, window: float = 0.5) -> int:
