@@ -203,9 +203,12 @@ def _outcome(header: dict, data: bytes) -> CodeResult:
         raise SandboxUnavailable(f"Python sandbox isolation is missing: {data[1:].decode(errors='replace')}")
     if data[:1] == _ISOLATED and len(data) > 1:
         try:
-            return CodeResult(**_GuestResult.model_validate_json(data[1:]).model_dump())
+            guest = _GuestResult.model_validate_json(data[1:])
         except ValidationError:
             return CodeResult(status="error", error="the sandboxed code wrote an invalid result on its result channel")
+        if len(guest.console) > CONSOLE_LIMIT:  # a guest writing its own result skips the capture's cap
+            guest.console, guest.console_truncated = guest.console[:CONSOLE_LIMIT], True
+        return CodeResult(**guest.model_dump())
     return _death(int(header.get("status", 0)))
 
 

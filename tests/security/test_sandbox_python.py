@@ -202,6 +202,18 @@ async def test_whatever_the_guest_writes_on_the_channel_is_a_guest_outcome(forge
     await _still_works()
 
 
+async def test_a_guest_written_result_keeps_the_console_cap():
+    forged = json.dumps({"status": "ok", "value": 1, "console": "z" * (1 << 20)}).encode()
+    source = _BYPASS + (
+        "def alive(n):\n    try:\n        os_['fstat'](n)\n        return True\n    except OSError:\n        return False\n"
+        f"fd = [n for n in range(3, 64) if alive(n)][0]  # the result pipe is the only one left open\n"
+        f"os_['write'](fd, {forged!r})\nos_['_exit'](0)\n"
+    )
+    result = await run_code(source, language="python")
+    assert (result.status, result.value) == ("ok", 1)
+    assert len(result.console) == 64 * 1024 and result.console_truncated
+
+
 async def test_a_huge_return_value_is_an_error_not_a_host_allocation():
     result = await run_code("'x' * (RESULT_LIMIT + 1)", language="python", globals={"RESULT_LIMIT": RESULT_LIMIT})
     assert result.status == "error" and str(RESULT_LIMIT) in result.error
