@@ -13,7 +13,6 @@ that does not (a JavaScript run is not held up behind a full Python pool).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,21 +52,12 @@ class Budget:
         self._running: dict[str, int] = {}
         self._memory = 0
         self._waiters: list[_Waiter] = []
-        self.peak: dict[str, int] = {}  # most runs of a kind seen at once (benchmarks and tests read it)
-
-    @property
-    def settings(self) -> SandboxSettings:
-        return self._settings
 
     def configure(self, settings: SandboxSettings) -> None:
         """New limits apply to runs granted from now on; running ones keep their share."""
         with self._lock:
             self._settings = settings
             self._grant_waiters()
-
-    def in_use(self) -> tuple[dict[str, int], int]:
-        with self._lock:
-            return dict(self._running), self._memory
 
     async def acquire(self, kind: str, timeout: float, on_abort: Callable[[Callable[[], None]], None]) -> Lease | None:
         """A lease, or None if aborted while waiting; BudgetTimeout past `timeout` seconds."""
@@ -117,7 +107,6 @@ class Budget:
     def _grant(self, kind: str) -> Lease:
         self._running[kind] = self._running.get(kind, 0) + 1
         self._memory += self._run_bytes
-        self.peak[kind] = max(self.peak.get(kind, 0), self._running[kind])
         return Lease(self, kind, self._run_bytes)
 
     def _give_back(self, lease: Lease) -> None:
