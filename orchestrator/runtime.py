@@ -124,6 +124,9 @@ class Runtime:
                 if self.settings.gc_freeze:
                     _freeze_heap_once()
                 await self.storage.open()
+                from .sandbox import configure as configure_sandbox  # light: the engines load on first run
+
+                configure_sandbox(self.settings.sandbox)  # process-wide: the last runtime opened sets it
                 redactor = SecretScopes(_config_secrets(self.config))
                 register_secrets(redactor)
                 client = self._client

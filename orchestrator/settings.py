@@ -9,6 +9,16 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class SandboxSettings(BaseModel):
+    """`runtime.sandbox`: what `run_code` may hold at once in this process (each run reserves 128 MiB)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_python_runs: int = Field(default=2, ge=1, le=64, description="Python runs at once (a fork server each).")
+    max_javascript_runs: int = Field(default=4, ge=1, le=64, description="JS/TS runs at once (a thread each).")
+    memory_budget_bytes: int = Field(default=512 * 2**20, ge=128 * 2**20, description="All runs together.")
+
+
 class RuntimeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -25,4 +35,5 @@ class RuntimeSettings(BaseModel):
     lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
     gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
     trace_content: bool = Field(default=False, description="Record model input and output (redacted) on OpenTelemetry spans.")
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Process-wide run_code budget.")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")

@@ -15,6 +15,12 @@ Two engines, one contract (`run_code` -> `CodeExecution` -> `CodeResult`):
   RestrictedPython-style source filtering is deliberately not used: it is
   not a sandbox.
 
+One budget bounds the whole process (`configure`, from ``runtime.sandbox``):
+at most N runs per language at once and a total memory budget, each run
+reserving the memory ceiling. A run beyond it waits, and the wait counts
+against its own timeout: `timeout` bounds the whole call, so a run that
+cannot start in time ends as a "timeout" result saying it waited.
+
 Bad options are programming errors of the caller (the tool author), so they
 raise `ValueError` naming the option, synchronously from `run_code`. Errors of
 the guest code (syntax, exceptions, timeouts, memory) are results, never
@@ -43,20 +49,25 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from .. import tracing
+from ..settings import SandboxSettings
+from ._budget import Budget, BudgetTimeout
 
 __all__ = [
     "JAVASCRIPT_IMPORTS",
     "MEMORY_CEILING",
     "PYTHON_IMPORTS",
+    "RESULT_LIMIT",
     "AbortLike",
     "CodeExecution",
     "CodeResult",
     "SandboxUnavailable",
+    "configure",
     "run_code",
 ]
 
 MEMORY_CEILING = 128 * 1024 * 1024
 CONSOLE_LIMIT = 64 * 1024  # bytes of console/stdout kept per execution
+RESULT_LIMIT = 8 * 1024 * 1024  # bytes of JSON result (value, error, console) read from a guest
 LANGUAGES = ("javascript", "typescript", "python")
 JAVASCRIPT_IMPORTS = frozenset({"console"})
 PYTHON_IMPORTS = frozenset(
@@ -69,6 +80,12 @@ PYTHON_IMPORTS = frozenset(
 )  # fmt: skip
 
 Status = Literal["ok", "error", "timeout", "oom", "aborted"]
+_budget = Budget(SandboxSettings(), MEMORY_CEILING)
+
+
+def configure(settings: SandboxSettings) -> None:
+    """Set this process's sandbox budget (the runtime calls it with ``runtime.sandbox`` on open)."""
+    _budget.configure(settings)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -170,17 +187,34 @@ class CodeExecution:
                 watcher = asyncio.ensure_future(self._watch(abort_signal))
         started = time.perf_counter()
         try:
-            if self._request.language == "python":
-                from .python import run_python as engine
-            else:
-                from .javascript import run_javascript as engine
-            result = await engine(self._request, self._abort)
+            result = await self._run_within_budget(started)
         finally:
             if watcher is not None:
                 watcher.cancel()
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         result.report = _report(self._request, result.report) if self._request.report else None
         return result
+
+    async def _run_within_budget(self, started: float) -> CodeResult:
+        """Wait for a share of the budget (within the timeout), then run on what is left of it."""
+        request = self._request
+        if self._abort.is_set():
+            return CodeResult(status="aborted", error=self._abort.reason)
+        kind = "python" if request.language == "python" else "javascript"
+        try:
+            lease = await _budget.acquire(kind, request.timeout, self._abort.on_set)
+        except BudgetTimeout as exc:
+            return CodeResult(status="timeout", error=str(exc))
+        if lease is None:
+            return CodeResult(status="aborted", error=self._abort.reason)
+        waited = time.perf_counter() - started
+        if waited > 0.001:
+            request = request.model_copy(update={"timeout": max(request.timeout - waited, 0.001)})
+        if request.language == "python":
+            from .python import run_python as engine
+        else:
+            from .javascript import run_javascript as engine
+        return await engine(request, self._abort, lease)
 
     async def _watch(self, abort_signal: AbortLike) -> None:
         await abort_signal.wait()

@@ -1,13 +1,28 @@
 """The Python fork server: one process per pool slot, one forked child per execution.
 
-Started as ``python -I -S _child.py``: stdlib only, no site-packages, no
-environment. It pre-imports the allowed modules once, so each child starts
-warm (a fork, not an interpreter start) and needs no file access to import.
+Started as ``python -I -S _child.py`` with an allow-listed environment (see
+`python.py`): stdlib only, no site-packages, no host variable. It pre-imports
+the allowed modules once, so each child starts warm (a fork, not an
+interpreter start) and needs no file access to import.
 
-Protocol on stdin/stdout: 4-byte big-endian length + JSON. Requests are
-``{"op": "run", ...}`` or ``{"op": "abort"}`` (while a run is in flight);
-each run gets one response. The server enforces the wall clock itself: it
-SIGKILLs a child past its deadline.
+Protocol on stdin/stdout, frames of 4-byte big-endian length + payload:
+
+- host -> server: ``{"op": "run", "timeout", "memory_limit", "result_limit"}``
+  followed by one frame with the request body, or ``{"op": "abort"}`` while a
+  run is in flight;
+- server -> host: ``{"op": "done", "verdict", "status", "maxrss"}`` followed by
+  one frame with the raw bytes the child wrote on its result pipe.
+
+The server never parses guest data, in either direction: the body goes into a
+buffer that only the child decodes, and the child's bytes are copied to the
+host as they are (the host decides what they mean). Both buffers are zeroed
+after use, so a later child (a fork of this process) inherits no earlier run's
+data. The server reads at most ``result_limit + 1`` bytes from a child and
+kills it past that, and SIGKILLs it at the wall-clock deadline.
+
+The child writes ``U`` + message if it could not isolate itself, else ``I``
+and then, once, the guest's JSON result. The marker is written before guest
+code runs, so nothing the guest writes can look like an isolation failure.
 """
 
 from __future__ import annotations
@@ -19,6 +34,7 @@ import importlib.abc
 import importlib.util
 import io
 import json
+import mmap
 import os
 import select
 import signal
@@ -37,41 +53,65 @@ _PRELOAD = (
     "unicodedata base64 hashlib difflib zoneinfo _strptime encodings.idna"
 ).split()
 _GUEST = "__sandbox__"
+_NOT_STDLIB = {"site-packages", "dist-packages", "__pycache__"}
+ISOLATED, UNAVAILABLE = b"I", b"U"
 
 
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks, got = [], 0
-    while got < size:
-        chunk = os.read(fd, size - got)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+def _read_into(fd: int, view: memoryview) -> bool:
+    """Fill `view` from `fd`; False at end of file. No bytes object is made of the data."""
+    while view:
+        got = os.readv(fd, [view])
+        if not got:
+            return False
+        view = view[got:]
+    return True
+
+
+def _read_frame_size(fd: int) -> int | None:
+    header = bytearray(4)
+    return struct.unpack(">I", header)[0] if _read_into(fd, memoryview(header)) else None
 
 
 def _read_message(fd: int) -> dict | None:
-    header = _read_exact(fd, 4)
-    if header is None:
+    size = _read_frame_size(fd)
+    if size is None:
         return None
-    body = _read_exact(fd, struct.unpack(">I", header)[0])
-    return None if body is None else json.loads(body)
+    body = bytearray(size)
+    return json.loads(body) if _read_into(fd, memoryview(body)) else None
+
+
+def _write_frame(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(struct.pack(">I", len(data)))
+    while view:
+        view = view[os.write(fd, view) :]
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _write_message(fd: int, message: dict) -> None:
-    data = json.dumps(message).encode()
-    os.write(fd, struct.pack(">I", len(data)) + data) if len(data) < 65536 else _write_all(fd, data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(struct.pack(">I", len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
+    _write_frame(fd, json.dumps(message).encode())
 
 
 # --------------------------------------------------------------------------
 # the server side
 # --------------------------------------------------------------------------
+
+
+def _stdlib_entries() -> list[str]:
+    """What a child may read: the base interpreter's stdlib, minus its site-packages.
+
+    The base prefix, not the venv's: a venv's platstdlib holds its site-packages.
+    Landlock grants whole trees, so the stdlib folder's entries are granted one by one.
+    """
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
+            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}  # fmt: skip
+    paths = sysconfig.get_paths(vars=base)
+    roots = {os.path.realpath(paths[key]) for key in ("stdlib", "platstdlib")}
+    entries = []
+    for root in sorted(root for root in roots if os.path.isdir(root)):
+        entries += [os.path.join(root, name) for name in sorted(os.listdir(root)) if name not in _NOT_STDLIB]
+    return entries
 
 
 def serve() -> None:
@@ -80,25 +120,44 @@ def serve() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    try:
+        ruleset: int | str = _isolation.build_ruleset(_stdlib_entries())
+    except (OSError, _isolation.IsolationError) as exc:
+        ruleset = f"Landlock ruleset: {exc}"  # every child refuses to run, saying why
     _write_message(1, {"op": "ready", "pid": os.getpid()})
+    result: mmap.mmap | None = None
     while True:
         request = _read_message(0)
         if request is None:
             return
-        if request.get("op") == "run":
-            _write_message(1, _supervise(request))
+        if request.get("op") != "run":
+            continue
+        size = _read_frame_size(0)
+        if size is None:
+            return
+        if result is None or len(result) != request["result_limit"] + 1:
+            result = mmap.mmap(-1, request["result_limit"] + 1)  # pages exist once written
+        body = bytearray(size)
+        if not _read_into(0, memoryview(body)):
+            return
+        header, used = _supervise(request, body, ruleset, result)
+        _write_message(1, header)
+        with memoryview(result) as view:
+            _write_frame(1, view[:used])
+        result.madvise(mmap.MADV_DONTNEED)  # zero it and give the pages back
 
 
-def _supervise(request: dict) -> dict:
+def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.mmap) -> tuple[dict, int]:
     read_end, write_end = os.pipe()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child never returns
         os.close(read_end)
-        _child_main(request, write_end)
+        _child_main(request, body, ruleset, write_end, server)
     os.close(write_end)
+    body[:] = bytes(len(body))  # the request lives on in the child only
     deadline = time.monotonic() + request["timeout"]
-    chunks: list[bytes] = []
-    verdict = None
+    view, used, verdict = memoryview(result), 0, None  # released with the function's frame
     while verdict is None:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -110,35 +169,17 @@ def _supervise(request: dict) -> dict:
             if message is None or message.get("op") == "abort":
                 verdict = "aborted"
         if read_end in ready:
-            chunk = os.read(read_end, 65536)
-            if not chunk:
+            got = os.readv(read_end, [view[used:]])
+            if not got:
                 break
-            chunks.append(chunk)
+            used += got
+            if used == len(result):  # one byte past the limit: stop reading, stop the child
+                verdict = "too_large"
     if verdict is not None:
         os.kill(pid, signal.SIGKILL)
     os.close(read_end)
     _, status, usage = os.wait4(pid, 0)
-    response = _response(b"".join(chunks), status, verdict)
-    response["memory_used_bytes"] = usage.ru_maxrss * 1024
-    return response
-
-
-def _response(data: bytes, status: int, verdict: str | None) -> dict:
-    if verdict == "timeout":
-        return {"status": "timeout", "error": "timed out (killed at the wall-clock deadline)"}
-    if verdict == "aborted":
-        return {"status": "aborted", "error": "aborted"}
-    if data:
-        try:
-            return json.loads(data)
-        except ValueError:
-            pass
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return {"status": "timeout", "error": f"killed by {signal.Signals(sig).name} (CPU limit)"}
-        return {"status": "error", "error": f"the interpreter died of {signal.Signals(sig).name}"}
-    return {"status": "error", "error": f"the interpreter exited with status {os.waitstatus_to_exitcode(status)}"}
+    return {"op": "done", "verdict": verdict, "status": status, "maxrss": usage.ru_maxrss * 1024}, used
 
 
 # --------------------------------------------------------------------------
@@ -146,37 +187,50 @@ def _response(data: bytes, status: int, verdict: str | None) -> dict:
 # --------------------------------------------------------------------------
 
 
-def _child_main(request: dict, out_fd: int) -> None:
+def _child_main(request: dict, body: bytearray, ruleset: int | str, out_fd: int, server: int) -> None:
     try:
-        _isolate(request, out_fd)
+        _isolate(request, ruleset, out_fd, server)
     except BaseException as exc:  # noqa: BLE001 - anything here means "do not run"
-        _finish(out_fd, {"status": "unavailable", "error": str(exc)})
-    _finish(out_fd, _run_guest(request))
+        _write_all(out_fd, UNAVAILABLE + str(exc).encode(errors="replace"))
+        os._exit(0)
+    _write_all(out_fd, ISOLATED)
+    _finish(out_fd, _run_guest(json.loads(body)), request["result_limit"])
 
 
-def _finish(out_fd: int, message: dict) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _finish(out_fd: int, message: dict, limit: int) -> None:
     try:
         data = json.dumps(message).encode()
     except (TypeError, ValueError) as exc:
         data = json.dumps({"status": "error", "error": f"result could not be encoded: {exc}"}).encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(out_fd, view) :]
+    if len(data) > limit:
+        error = f"the result is {len(data)} bytes of JSON, over the sandbox's limit of {limit} bytes"
+        data = json.dumps({"status": "error", "error": error}).encode()
+    _write_all(out_fd, data)
     os._exit(0)
 
 
-def _isolate(request: dict, out_fd: int) -> None:
+def _isolate(request: dict, ruleset: int | str, out_fd: int, server: int) -> None:
+    if isinstance(ruleset, str):
+        raise _isolation.IsolationError(ruleset)
+    _isolation.die_with_parent(server)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    os.closerange(3, out_fd)
-    os.closerange(out_fd + 1, 1 << 16)
+    keep = sorted((out_fd, ruleset))
+    os.closerange(3, keep[0])
+    os.closerange(keep[0] + 1, keep[1])
+    os.closerange(keep[1] + 1, 1 << 16)
     with open("/proc/self/statm") as statm:
         baseline = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     _isolation.enter_namespaces()
-    paths = sysconfig.get_paths()
-    readable = sorted({p for p in (paths["stdlib"], paths["platstdlib"]) if os.path.isdir(p)})
-    _isolation.restrict_filesystem(readable)
+    _isolation.restrict_filesystem(ruleset)
+    os.close(ruleset)
     _isolation.install_seccomp()
     cpu = int(request["timeout"]) + 2
     _isolation.set_rlimits(baseline + request["memory_limit"], cpu)
@@ -220,16 +274,26 @@ class _MapFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _guard_imports(allowed: set[str], guest_modules: set[str]) -> None:
+    """Refuse guest imports outside `allowed`; a policy in front of the OS isolation, not the boundary.
+
+    The importer is judged by the caller's frame, not by the `globals` argument
+    (which the guest chooses): code counts as trusted only if its globals are
+    the namespace of a real, non-guest module in `sys.modules`.
+    """
     real_import = builtins.__import__
 
     def guarded(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
-        importer = (globals or {}).get("__name__", "")
-        top = name.split(".")[0]
-        if (importer == _GUEST or importer in guest_modules) and level == 0 and top not in allowed:
+        if level == 0 and name.split(".")[0] not in allowed and _from_guest(sys._getframe(1).f_globals, guest_modules):
             raise ImportError(f"import of {name!r} is not allowed in the sandbox (see run_code's 'imports')")
         return real_import(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded
+
+
+def _from_guest(namespace: dict, guest_modules: set[str]) -> bool:
+    name = namespace.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is None or vars(module) is not namespace or name in guest_modules or name == _GUEST
 
 
 def _run_guest(request: dict) -> dict:

@@ -8,7 +8,7 @@ Layers, each covering what the others might not:
 - namespaces (user, network, IPC, mount, UTS): the child has no capability
   outside, and its network has only a down loopback, so nothing on this
   machine's ports is reachable;
-- Landlock: reads only below the stdlib; no writes, no execute, no TCP,
+- Landlock: reads only below the stdlib (not its site-packages); no writes, no execute, no TCP,
   and (ABI 6+) no signals or abstract sockets outside its domain;
 - seccomp: refuses process creation, exec, sockets, signals to others,
   ptrace and namespace/mount calls with EPERM;
@@ -32,7 +32,7 @@ _FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
 
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _PR_SET_PDEATHSIG = 38, 22, 2, 1
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # fork vfork clone clone3 execve execveat socket socketpair kill tkill tgkill
 # ptrace process_vm_readv/writev unshare setns mount umount2 pivot_root chroot
@@ -88,8 +88,13 @@ def landlock_abi() -> int:
     return int(abi)
 
 
-def restrict_filesystem(readable: list[str]) -> int:
-    """Allow reading files and listing directories below `readable`; nothing else."""
+def build_ruleset(readable: list[str]) -> int:
+    """A Landlock ruleset (an fd) allowing reads below `readable` and nothing else.
+
+    Built once per fork server, so a child only pays for `restrict_self`. A
+    regular file gets the file right only (the kernel refuses directory rights
+    on a file), a directory both.
+    """
     abi = landlock_abi()
     fs_rights = _FS_RIGHTS_BY_ABI[max(k for k in _FS_RIGHTS_BY_ABI if k <= abi)]
     attr = struct.pack("=QQQ", fs_rights, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
@@ -101,19 +106,37 @@ def restrict_filesystem(readable: list[str]) -> int:
         raise _fail("landlock_create_ruleset")
     try:
         for path in readable:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", _FS_READ_FILE | _FS_READ_DIR, fd), 12)
-                if _libc.syscall(_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0)) != 0:
-                    raise _fail(f"landlock_add_rule({path})")
-            finally:
-                os.close(fd)
-        _no_new_privs()
-        if _libc.syscall(_LANDLOCK_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            raise _fail("landlock_restrict_self")
-    finally:
+            _add_read_rule(int(ruleset), path)
+    except BaseException:
         os.close(ruleset)
-    return abi
+        raise
+    return int(ruleset)
+
+
+def _add_read_rule(ruleset: int, path: str) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        rights = _FS_READ_FILE | (_FS_READ_DIR if os.path.isdir(path) else 0)
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+        if _libc.syscall(_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0)) != 0:
+            raise _fail(f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+
+
+def restrict_filesystem(ruleset: int) -> None:
+    """Enforce a ruleset from `build_ruleset` on this process, for good."""
+    _no_new_privs()
+    if _libc.syscall(_LANDLOCK_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        raise _fail("landlock_restrict_self")
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the fork server dies, so no guest outlives its supervisor."""
+    if _libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # the server died before the line above
+        os._exit(1)
 
 
 def _no_new_privs() -> None:

@@ -30,7 +30,8 @@ import threading
 import time
 from typing import Any
 
-from . import CONSOLE_LIMIT, MEMORY_CEILING, CodeResult, _AbortFlag, _Request
+from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Request
+from ._budget import Lease
 
 _WASM_STACK = 1920 * 1024  # wasmtime caps it below its async stack size (2 MiB)
 _THREAD_STACK = 16 * 1024 * 1024
@@ -78,8 +79,12 @@ def engine_version() -> str:
     return f"quickjs-ng via quickjs-rs {version('quickjs-rs')} on wasmtime {version('wasmtime')}"
 
 
-async def run_javascript(request: _Request, abort: _AbortFlag) -> CodeResult:
-    """Run on a dedicated big-stack thread; never blocks the event loop."""
+async def run_javascript(request: _Request, abort: _AbortFlag, lease: Lease) -> CodeResult:
+    """Run on a dedicated big-stack thread; never blocks the event loop.
+
+    The lease goes back when the thread ends, not when the host stops waiting:
+    an engine that ignores its interrupt still holds its memory.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[CodeResult] = loop.create_future()
 
@@ -88,13 +93,19 @@ async def run_javascript(request: _Request, abort: _AbortFlag) -> CodeResult:
             future.set_result(result)
 
     def body() -> None:
-        result = _execute(request, abort)
+        try:
+            result = _execute(request, abort)
+        finally:
+            lease.release()
         _soon(loop, deliver, result)
 
     with _thread_lock:  # stack_size is process-wide; set it only for our thread
         previous = threading.stack_size(_THREAD_STACK)
         try:
             threading.Thread(target=body, name="sandbox-js", daemon=True).start()
+        except BaseException:
+            lease.release()
+            raise
         finally:
             threading.stack_size(previous)
     abort.on_set(lambda: _soon(loop, _grace_timer, loop, future, abort))
@@ -206,6 +217,8 @@ def _evaluate(context: Any, request: _Request, console: _Console) -> CodeResult:
         "args": json.dumps(json.dumps(request.args)),
     }
     text = asyncio.run(context.eval_async(driver))
+    if text is not None and len(text) > RESULT_LIMIT:
+        return CodeResult(status="error", error=f"the result is over the sandbox's limit of {RESULT_LIMIT} bytes")
     return CodeResult(status="ok", value=None if text is None else json.loads(text))
 
 

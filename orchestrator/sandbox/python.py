@@ -4,8 +4,14 @@ Why a fork server: starting an interpreter costs tens of milliseconds; a
 fork of a server that has already imported the allowed stdlib costs a few.
 Each execution gets a fresh child (nothing survives between runs), isolated
 by `_isolation` (namespaces, Landlock, seccomp, rlimits) and killed by the
-server at the wall-clock deadline. Servers are pooled (`POOL_SIZE`), so
-executions run concurrently up to that many and queue beyond it.
+server at the wall-clock deadline. Servers are pooled per event loop; how
+many run at once is the process-wide budget's business (`_budget`).
+
+The fork server starts from an empty environment plus `SERVER_ENV`, so no
+host variable (API keys included) exists in it or in any child forked from it.
+Whatever a child writes on its result pipe is the guest's outcome: the server
+reads at most `RESULT_LIMIT` bytes of it, and this module validates it as a
+guest result (anything else is an error result, never a host exception).
 
 A server that misbehaves (dies, or does not answer past the deadline plus a
 grace period) is killed and replaced; the execution reports an error.
@@ -16,15 +22,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import struct
 import sys
 from pathlib import Path
+from typing import Any, Literal
 
-from . import CONSOLE_LIMIT, MEMORY_CEILING, CodeResult, SandboxUnavailable, _AbortFlag, _Request
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-POOL_SIZE = 2
+from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _Request
+from ._budget import Lease
+
+SERVER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the fork server's whole environment
 _GRACE = 3.0
 _SERVER = Path(__file__).with_name("_child.py")
+_ISOLATED, _UNAVAILABLE = b"I", b"U"  # the child's first byte: see _child.py
+
+
+class _GuestResult(BaseModel):
+    """What a guest may report about itself; anything else on the pipe is an invalid result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "error", "oom"]
+    value: Any = None
+    error: str | None = None
+    stack: str | None = None
+    console: str = ""
+    console_truncated: bool = False
 
 
 class _Server:
@@ -38,7 +64,7 @@ class _Server:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-I", "-S", str(_SERVER),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=dict(SERVER_ENV),
         )  # fmt: skip
         server = cls(process)
         hello = await asyncio.wait_for(server.receive(), 30)
@@ -47,16 +73,25 @@ class _Server:
             raise SandboxUnavailable(f"the Python fork server did not start: {hello}")
         return server
 
-    def send(self, message: dict) -> None:
-        data = json.dumps(message).encode()
+    def send(self, message: dict, body: bytes | None = None) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(struct.pack(">I", len(data)) + data)
+        data = json.dumps(message).encode()
+        frames = struct.pack(">I", len(data)) + data
+        if body is not None:
+            frames += struct.pack(">I", len(body)) + body
+        self.process.stdin.write(frames)
 
     async def receive(self) -> dict:
+        return json.loads(await self.receive_bytes(64 * 1024))
+
+    async def receive_bytes(self, limit: int) -> bytes:
+        """One frame; a frame over `limit` means the server is broken (the caller kills it)."""
         assert self.process.stdout is not None
         header = await self.process.stdout.readexactly(4)
-        body = await self.process.stdout.readexactly(struct.unpack(">I", header)[0])
-        return json.loads(body)
+        size = struct.unpack(">I", header)[0]
+        if size > limit:
+            raise ConnectionError(f"the fork server sent a {size}-byte frame (limit {limit})")
+        return await self.process.stdout.readexactly(size)
 
     def alive(self) -> bool:
         return self.process.returncode is None
@@ -68,30 +103,23 @@ class _Server:
 
 
 class _Pool:
-    """Idle servers of one event loop; at most POOL_SIZE exist at once."""
+    """Idle servers of one event loop; the budget bounds how many are busy at once."""
 
     def __init__(self) -> None:
         self.idle: list[_Server] = []
-        self.slots = asyncio.Semaphore(POOL_SIZE)
 
     async def acquire(self) -> _Server:
-        await self.slots.acquire()
         while self.idle:
             server = self.idle.pop()
             if server.alive():
                 return server
-        try:
-            return await _Server.start()
-        except BaseException:
-            self.slots.release()
-            raise
+        return await _Server.start()
 
     def release(self, server: _Server, healthy: bool) -> None:
         if healthy and server.alive():
             self.idle.append(server)
         else:
             server.kill()
-        self.slots.release()
 
     def close(self) -> None:
         for server in self.idle:
@@ -122,31 +150,77 @@ async def shutdown() -> None:
         pool.idle.clear()
 
 
-async def run_python(request: _Request, abort: _AbortFlag) -> CodeResult:
-    if abort.is_set():
-        return CodeResult(status="aborted", error=abort.reason)
+async def run_python(request: _Request, abort: _AbortFlag, lease: Lease) -> CodeResult:
+    try:
+        if abort.is_set():
+            return CodeResult(status="aborted", error=abort.reason)
+        header, data = await _exchange(request, abort)
+    finally:
+        lease.release()
+    if header is None:
+        return CodeResult(status="error", error=f"the Python sandbox failed: {data.decode()}")
+    result = _outcome(header, data)
+    if result.status == "aborted" and abort.reason:
+        result.error = abort.reason
+    result.memory_used_bytes = header.get("maxrss")
+    result.report = {"engine": f"CPython {sys.version.split()[0]} (forked, isolated child)",
+                     "memory_held_bytes": result.memory_used_bytes}  # fmt: skip
+    return result
+
+
+async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[dict | None, bytes]:
+    """Send one run to a pooled server; its verdict and the child's raw bytes (or None and why)."""
     pool = _pool()
     server = await pool.acquire()
     healthy = False
     in_flight = [True]
     loop = asyncio.get_running_loop()
     try:
-        server.send(_wire(request))
+        server.send(_header(request), json.dumps(_body(request)).encode())
         abort.on_set(lambda: in_flight[0] and _send_abort(loop, server, in_flight))
-        reply = await asyncio.wait_for(server.receive(), request.timeout + _GRACE)
+        async with asyncio.timeout(request.timeout + _GRACE):
+            header = await server.receive()
+            data = await server.receive_bytes(RESULT_LIMIT + 1)
         healthy = True
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
-        return CodeResult(status="error", error=f"the Python sandbox failed: {type(exc).__name__}")
+        return header, data
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+        return None, type(exc).__name__.encode()
     finally:
         in_flight[0] = False
         pool.release(server, healthy)
-    if reply.get("status") == "unavailable":
-        raise SandboxUnavailable(f"Python sandbox isolation is missing: {reply.get('error')}")
-    if reply.get("status") == "aborted" and abort.reason:
-        reply["error"] = abort.reason
-    reply["report"] = {"engine": f"CPython {sys.version.split()[0]} (forked, isolated child)",
-                       "memory_held_bytes": reply.get("memory_used_bytes")}  # fmt: skip
-    return CodeResult.model_validate(reply)
+
+
+def _outcome(header: dict, data: bytes) -> CodeResult:
+    """The server's verdict first, then what the child wrote (the guest's word, validated)."""
+    verdict = header.get("verdict")
+    if verdict == "timeout":
+        return CodeResult(status="timeout", error="timed out (killed at the wall-clock deadline)")
+    if verdict == "aborted":
+        return CodeResult(status="aborted", error="aborted")
+    if verdict == "too_large":
+        return CodeResult(status="error", error=f"the result is over the sandbox's limit of {RESULT_LIMIT} bytes")
+    if data[:1] == _UNAVAILABLE:  # written before any guest code ran: the guest cannot forge it
+        raise SandboxUnavailable(f"Python sandbox isolation is missing: {data[1:].decode(errors='replace')}")
+    if data[:1] == _ISOLATED and len(data) > 1:
+        try:
+            guest = _GuestResult.model_validate_json(data[1:])
+        except ValidationError:
+            return CodeResult(status="error", error="the sandboxed code wrote an invalid result on its result channel")
+        if len(guest.console) > CONSOLE_LIMIT:  # a guest writing its own result skips the capture's cap
+            guest.console, guest.console_truncated = guest.console[:CONSOLE_LIMIT], True
+        return CodeResult(**guest.model_dump())
+    return _death(int(header.get("status", 0)))
+
+
+def _death(status: int) -> CodeResult:
+    """The child ended without a result: say how."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return CodeResult(status="timeout", error=f"killed by {signal.Signals(sig).name} (CPU limit)")
+        return CodeResult(status="error", error=f"the interpreter died of {signal.Signals(sig).name}")
+    return CodeResult(status="error", error=f"the interpreter exited with status {os.waitstatus_to_exitcode(status)} "
+                                            "and wrote no result")  # fmt: skip
 
 
 def _send_abort(loop: asyncio.AbstractEventLoop, server: _Server, in_flight: list[bool]) -> None:
@@ -160,9 +234,14 @@ def _send_abort(loop: asyncio.AbstractEventLoop, server: _Server, in_flight: lis
         loop.call_soon_threadsafe(send)
 
 
-def _wire(request: _Request) -> dict:
+def _header(request: _Request) -> dict:
+    """What the fork server reads: limits only, no guest data."""
+    return {"op": "run", "timeout": request.timeout, "memory_limit": MEMORY_CEILING, "result_limit": RESULT_LIMIT}
+
+
+def _body(request: _Request) -> dict:
+    """What only the forked child decodes."""
     return {
-        "op": "run",
         "source": request.source,
         "fn": request.fn,
         "args": request.args,
@@ -170,7 +249,5 @@ def _wire(request: _Request) -> dict:
         "globals": request.globals,
         "modules": request.modules,
         "entry": request.entry,
-        "timeout": request.timeout,
-        "memory_limit": MEMORY_CEILING,
         "console_limit": CONSOLE_LIMIT,
     }
