@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from .stream import ModelInfo
 
 __all__ = [
+    "BUILTIN_TEST_ALIAS",
     "ConfigError",
+    "IN_PROCESS_BASE_URL",
     "ModelConfig",
     "Price",
     "ProviderConfig",
@@ -37,6 +39,12 @@ __all__ = [
 SCRIPTED_BASE_URL = "http://scripted.invalid/v1"
 """Where a `type: scripted` provider sends requests; a ScriptedModel mounted there answers."""
 SCRIPTED_API_KEY = "scripted-dummy-key"
+IN_PROCESS_BASE_URL = "http://in-process.invalid/v1"
+"""Where `type: offline` providers send requests; answered in this process (see `providers.offline`)."""
+BUILTIN_TEST_ALIAS = "test"
+"""A model alias every config has unless it defines its own: `providers.test_model.TestModel`, offline."""
+_BUILTIN_PROVIDER = "offline"
+_OFFLINE_TYPES = ("scripted", "offline")  # no key, OpenAI wire format
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "AIza", "xai-", "gsk_", "AKIA", "ghp_", "hf_", "pk-", "rk_")
@@ -142,6 +150,25 @@ class ProvidersConfig(_Strict):
     runtime: dict[str, Any] = Field(default_factory=dict)  # the runtime's settings, validated by orchestrator.settings
     server: dict[str, Any] = Field(default_factory=dict)  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
 
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_test_alias(cls, data: Any) -> Any:
+        """Add `test` (on an `offline` provider) unless the config has its own."""
+        if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
+            return data
+        providers = data.get("providers") or {}
+        if BUILTIN_TEST_ALIAS in (data.get("models") or {}) or not isinstance(providers, dict):
+            return data
+        own = providers.get(_BUILTIN_PROVIDER)
+        if own is not None and not (isinstance(own, dict) and own.get("type") == "offline"):
+            return data  # the config's own `offline` provider is something else: no built-in alias
+        builtin = {"provider": _BUILTIN_PROVIDER, "model": "test", "retry": {"attempts": 1}, "timeout": 30}
+        return {
+            **data,
+            "providers": {**providers, _BUILTIN_PROVIDER: own or {"type": "offline"}},
+            "models": {**(data.get("models") or {}), BUILTIN_TEST_ALIAS: builtin},
+        }
+
     @model_validator(mode="after")
     def _references_hold(self, info: ValidationInfo) -> ProvidersConfig:
         if info.context and info.context.get("skip_references"):
@@ -161,9 +188,33 @@ class ProvidersConfig(_Strict):
                 if target not in self.models:
                     problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}' (known: {_names(self.models)})"))
         problems += self._cycles()
+        problems += self._offline_problems()
         if self.default_model is not None and self.default_model not in self.models:
             problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models (known: {_names(self.models)})"))
         return problems
+
+    def _offline_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        from .offline import describe_answerer
+
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for alias, model in self.models.items():
+            if model.provider in self.providers and self.provider_type(model.provider) == "offline":
+                problem = describe_answerer(model.model)
+                if problem:
+                    problems.append((("models", alias, "model"), problem))
+        return problems
+
+    def add_offline_model(self, model: str) -> str:
+        """An alias answering with `model` offline (a script file or `module:function`), for `--model`."""
+        from .offline import describe_answerer
+
+        problem = describe_answerer(model)
+        if problem:
+            raise ConfigError(f"--model {model}: not a model alias ({_names(self.models)}) and not an offline model: {problem}")
+        name = next(n for n in (_BUILTIN_PROVIDER, f"_{_BUILTIN_PROVIDER}") if n not in self.providers or self.provider_type(n) == "offline")
+        self.providers.setdefault(name, ProviderConfig(type="offline"))
+        self.models[model] = ModelConfig(provider=name, model=model, retry=RetryPolicy(attempts=1))
+        return model
 
     def _cycles(self) -> list[tuple[tuple[str | int, ...], str]]:
         problems: list[tuple[tuple[str | int, ...], str]] = []
@@ -234,6 +285,8 @@ class ProvidersConfig(_Strict):
         ptype = provider.type or name
         if ptype == "scripted":
             return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None, provider.stream)
+        if ptype == "offline":  # read as a scripted (OpenAI wire) stream, served in this process
+            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, IN_PROCESS_BASE_URL, None, {}, {}, None, "auto")
         ref = _ENV_REF.fullmatch(provider.api_key or "")
         return ResolvedProvider(
             name=name,
@@ -249,8 +302,8 @@ class ProvidersConfig(_Strict):
 
 
 def litellm_model(provider_type: str, model: str) -> str:
-    """LiteLLM's `family/model` string; scripted models speak the OpenAI wire format."""
-    family = "openai" if provider_type == "scripted" else provider_type
+    """LiteLLM's `family/model` string; scripted and offline models speak the OpenAI wire format."""
+    family = "openai" if provider_type in _OFFLINE_TYPES else provider_type
     return model if model.startswith(f"{family}/") else f"{family}/{model}"
 
 
