@@ -95,8 +95,12 @@ class Runtime:
         config: str | Path | Sequence[str | Path] | Any = "configs/default.yaml",
         storage: str | Storage | None = None,
         settings: RuntimeSettings | None = None,
+        model: str | None = None,
     ) -> Runtime:
-        """Load definitions and config now (errors surface here); storage opens on first use."""
+        """Load definitions and config now (errors surface here); storage opens on first use.
+
+        `model` runs every prompt on that alias, or on an offline model: `test`,
+        a script file or `module:function` (see `providers.offline`)."""
         from providers.config import ProvidersConfig, load_config
 
         from .loader import load_definitions
@@ -108,6 +112,11 @@ class Runtime:
             paths = [config] if isinstance(config, (str, Path)) else list(config)
             providers_config = load_config(*paths)
         settings = settings or _settings_from(providers_config)
+        if model is not None:
+            if model not in providers_config.models:
+                providers_config.add_offline_model(model)
+            providers_config.model_info(model)
+            settings = settings.model_copy(update={"model": model})
         store = open_storage(storage or settings.storage) if not isinstance(storage, Storage) else storage
         return cls(definitions, config=providers_config, storage=store, settings=settings)
 

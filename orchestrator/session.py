@@ -92,15 +92,7 @@ def default_cassette(agent: str) -> Path:
 
 
 def build_runtime(options: SessionOptions) -> Runtime:
-    from .settings import RuntimeSettings
-
-    runtime = Runtime.from_path(options.path, config=list(options.config), storage=options.storage)
-    if options.model:
-        if options.model not in runtime.config.models:  # a script file or module:function, answered offline
-            runtime.config.add_offline_model(options.model)
-        runtime.config.model_info(options.model)  # fail fast on an unknown alias
-        runtime.settings = RuntimeSettings.model_validate({**runtime.settings.model_dump(), "model": options.model})
-    return runtime
+    return Runtime.from_path(options.path, config=list(options.config), storage=options.storage, model=options.model or None)
 
 
 async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, list[Message]]:
