@@ -29,7 +29,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("path", default=DEFAULT_PATH, type=click.Path(path_type=Path))
-def check(path: Path) -> None:
+@click.option("--config", "configs", multiple=True, help="Also check the config YAML (repeat to merge): its problems, "
+              "and that every prompt's model alias exists and its provider tools fit the model's provider.")  # fmt: skip
+def check(path: Path, configs: tuple[str, ...]) -> None:
     """Check a definitions folder and print every problem found.
 
     Exits with status 1 if there is any. Schemas a provider cannot take are
@@ -38,15 +40,31 @@ def check(path: Path) -> None:
     from .loader import load_definitions
 
     defs = load_definitions(path, collect=True)
-    for problem in defs.problems:
-        click.echo(str(problem))
+    problems = [str(p) for p in defs.problems]
+    if configs:
+        problems += _config_problems(defs, configs)
+    for problem in problems:
+        click.echo(problem)
     for warning in _dialect_warnings(defs):
         click.echo(f"warning: {warning}")
-    if defs.problems:
-        count = len(defs.problems)
-        click.echo(f"{count} problem{'s' if count != 1 else ''} found in {path}", err=True)
+    if problems:
+        count = len(problems)
+        click.echo(f"{count} problem{'s' if count != 1 else ''} found in {', '.join([str(path), *configs])}", err=True)
         raise SystemExit(1)
-    click.echo(f"{path}: {_summary(defs)}; no problems")
+    click.echo(f"{path}: {_summary(defs)}; no problems" + (f"; {', '.join(configs)}: valid, every prompt's model exists" if configs else ""))
+
+
+def _config_problems(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
+    from providers.config import ConfigError, load_config
+
+    from . import settings  # noqa: F401 - registers the `runtime:` section's checks
+    from .model_checks import model_problems
+
+    try:
+        config = load_config(*configs)
+    except ConfigError as exc:
+        return [str(exc)]
+    return [str(p) for p in model_problems(defs, config)]
 
 
 @main.command()
@@ -153,40 +171,47 @@ def _plural(count: int, noun: str) -> str:
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
 @click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True,
               help="Config YAML; repeat to merge a local override over the base.")  # fmt: skip
-@click.option("--model", help="Run every prompt on this model alias, live (e.g. fast, smart).")
+@click.option("--model", help="Run every prompt on this model alias (e.g. fast; `test`: offline), "
+              "or offline on a script file (turns.yaml) or a function (module:function).")  # fmt: skip
 @click.option("--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette.")
 @click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), help="Replay a recorded cassette instead of calling providers.")
-@click.option("-m", "--message", "messages", multiple=True, help="A person's message (ai_human agents); repeat for several turns.")
+@click.option("-m", "--message", "messages", multiple=True,
+              help="A person's message (ai_human agents); repeat for several turns. Or pipe lines on stdin.")  # fmt: skip
 @click.option("--arg", "args", multiple=True, help="A creation argument KEY=VALUE (VALUE may be JSON).")
 @click.option("--db", help="Storage URL or SQLite path (default: the config's runtime.storage).")
 @click.option("--log-level", default="WARNING", show_default=True, help="Structured logs go to stderr at this level.")
+@click.option("--traceback", "show_traceback", is_flag=True, help="On errors, print the traceback; show tools' stored tracebacks.")
 def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, record: str | None, replay_file: str | None,
-        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str) -> None:  # fmt: skip
+        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str, show_traceback: bool) -> None:  # fmt: skip
     """Run a conversation with AGENT and show it live.
 
     With no --model, agents on the embedded `demo` model replay their shipped
-    cassette (cassettes/AGENT.json), so this works offline with no API key.
+    cassette (cassettes/AGENT.json), so this works offline with no API key;
+    `--model test` runs any agent offline. For an ai_human agent, each line
+    piped on stdin is a person's message.
     """
     import asyncio
 
+    from .cli_errors import errors_as_messages
     from .logs import configure_logging
     from .session import SessionOptions, default_cassette, run_session
 
-    configure_logging(log_level)
-    if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
-        cassette = default_cassette(agent)
-        if not cassette.exists():
-            raise click.ClickException(f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass --model ALIAS to run it live, or --replay FILE")
-        replay_file = str(cassette)
-        click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
-    interactive = not messages and sys.stdin.isatty()
-    options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
-                             messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
-                             storage=(db or ":memory:") if replay_file else db, interactive=interactive)  # fmt: skip
-    try:
+    verbose = show_traceback or log_level.upper() == "DEBUG"
+    with errors_as_messages(traceback=verbose):
+        configure_logging(log_level)
+        if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
+            cassette = default_cassette(agent)
+            if not cassette.exists():
+                raise click.ClickException(f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: "
+                                           "pass --model test to run it offline, --model ALIAS to run it live, or --replay FILE")  # fmt: skip
+            replay_file = str(cassette)
+            click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
+        interactive = not messages and sys.stdin.isatty()
+        options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
+                                 messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
+                                 storage=(db or ":memory:") if replay_file else db, interactive=interactive,
+                                 read_stdin=not messages and not interactive and not replay_file, verbose=verbose)  # fmt: skip
         asyncio.run(run_session(options))
-    except Exception as exc:  # one clear line, not a traceback
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     if record:
         click.echo(f"recorded to {record}", err=True)
 
@@ -196,7 +221,8 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
 @click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True)
 @click.option("--quiet", is_flag=True, help="Only print the verdict.")
-def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> None:
+@click.option("--traceback", "show_traceback", is_flag=True, help="On errors, print the traceback.")
+def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show_traceback: bool) -> None:
     """Re-run a recorded session and report whether its messages and tool calls match."""
     import asyncio
 
@@ -211,10 +237,10 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> N
         raise click.ClickException(f"{cassette}: no 'agent' in the cassette's metadata; record it with `orchestrator run AGENT --record FILE`")
     options = SessionOptions(agent=meta["agent"], path=path, config=configs, replay=cassette, messages=meta.get("messages", []),
                              arguments=meta.get("arguments") or None, storage=":memory:", show=not quiet)  # fmt: skip
-    try:
+    from .cli_errors import errors_as_messages
+
+    with errors_as_messages(traceback=show_traceback):
         _, messages = asyncio.run(run_session(options))
-    except Exception as exc:
-        raise click.ClickException(f"replay failed: {type(exc).__name__}: {exc}") from None
     problems = compare(meta.get("transcript", []), transcript(messages))
     for problem in problems:
         click.echo(problem)
@@ -228,12 +254,17 @@ def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:
 
     from .loader import load_definitions
 
+    from . import settings  # noqa: F401 - registers the `runtime:` section's checks
+
     definitions, config = load_definitions(path), load_config(*configs)
     target = definitions.agents.get(agent)
     if target is None:
         raise click.ClickException(f"unknown agent {agent!r}; known agents: {', '.join(sorted(definitions.agents)) or 'none'}")
     sides = [s for s in (target.side_a, target.side_b) if s is not None]
-    return all(config.model_info(definitions.prompts[s.prompt].model).provider_type == "scripted" for s in sides)
+    prompts = [definitions.prompts[s.prompt] for s in sides if s.prompt in definitions.prompts]
+    if any(p.model not in (None, *config.models) for p in prompts) or config.default_model is None:
+        return False  # Runtime.open reports the unknown alias, naming the prompt
+    return all(config.model_info(p.model).provider_type == "scripted" for p in prompts)
 
 
 def _recorded_messages(cassette: str | None) -> tuple[str, ...]:

@@ -174,17 +174,13 @@ class Runtime:
 
     def _check_models(self) -> None:
         """Every prompt's model alias exists, and provider tools match their model's provider."""
-        from .toolset import check_provider_tool
+        from .model_checks import model_problems
 
-        for name, prompt in self.definitions.prompts.items():
-            info = self.config.model_info(self.settings.model or prompt.model)
-            for tool_name in prompt.tools:
-                target = self.definitions.resolve_callable(tool_name)
-                if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
-                    try:
-                        check_provider_tool(tool_name, target, info.provider_type)
-                    except DefinitionError as exc:
-                        raise DefinitionError(f"prompt {name!r}: {exc}") from None
+        problems = model_problems(self.definitions, self.config, override=self.settings.model)
+        if problems:
+            count = len(problems)
+            raise DefinitionError("\n".join([f"{count} prompt{'s' if count != 1 else ''} cannot run on their model:",
+                                             *(str(p) for p in problems)]))  # fmt: skip
 
     # -- threads -----------------------------------------------------------
     async def create_thread(self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> Thread:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.config import register_section
+
 
 class RuntimeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -25,3 +27,6 @@ class RuntimeSettings(BaseModel):
     lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
     gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")
+
+
+register_section("runtime", RuntimeSettings)  # its problems are reported with the config's others, with lines

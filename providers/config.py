@@ -8,9 +8,13 @@ naming five providers works with the one key you have.
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
+import importlib.util
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +38,7 @@ __all__ = [
     "SCRIPTED_BASE_URL",
     "config_from_dict",
     "load_config",
+    "register_section",
 ]
 
 SCRIPTED_BASE_URL = "http://scripted.invalid/v1"
@@ -92,6 +97,13 @@ class ProviderConfig(_Strict):
         "auto",
         description="auto: OpenAI-wire providers are read by the runtime (LiteLLM still builds the request); litellm: always litellm.acompletion",
     )
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_type(value)
+        return value
 
     @field_validator("api_key")
     @classmethod
@@ -178,19 +190,33 @@ class ProvidersConfig(_Strict):
             raise ValueError("; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg in problems))
         return self
 
-    def reference_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
-        """Cross-references pydantic cannot see: providers, fallbacks, default_model."""
+    def reference_problems(
+        self, *, defined_providers: set[str] | None = None, defined_models: set[str] | None = None
+    ) -> list[tuple[tuple[str | int, ...], str]]:
+        """Cross-references pydantic cannot see: providers, fallbacks, default_model.
+
+        `defined_*`: names that exist even if their entry is invalid (reported on its own)."""
+        providers = defined_providers if defined_providers is not None else set(self.providers)
+        models = defined_models if defined_models is not None else set(self.models)
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        for name, provider in self.providers.items():
+            if provider.type is None:
+                try:
+                    _check_type(name)
+                except ValueError as exc:
+                    problems.append((("providers", name), f"{exc}: a provider without `type:` is named after its LiteLLM family; add `type: ...`"))
         for alias, model in self.models.items():
-            if model.provider not in self.providers:
-                problems.append((("models", alias, "provider"), f"unknown provider '{model.provider}' (known: {_names(self.providers)})"))
+            if model.provider not in providers:
+                hint = _did_you_mean(model.provider, providers)
+                problems.append((("models", alias, "provider"), f"unknown provider '{model.provider}'{hint} (known: {_names(providers)})"))
             for i, target in enumerate(model.fallbacks):
-                if target not in self.models:
-                    problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}' (known: {_names(self.models)})"))
+                if target not in models:
+                    problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}'{_did_you_mean(target, models)} (known: {_names(models)})"))
         problems += self._cycles()
         problems += self._offline_problems()
-        if self.default_model is not None and self.default_model not in self.models:
-            problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models (known: {_names(self.models)})"))
+        if self.default_model is not None and self.default_model not in models:
+            hint = _did_you_mean(self.default_model, models)
+            problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"))
         return problems
 
     def _offline_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
@@ -247,7 +273,7 @@ class ProvidersConfig(_Strict):
         if name is None:
             raise ConfigError(f"no model alias given and no default_model set (known: {_names(self.models)})")
         if name not in self.models:
-            raise ConfigError(f"unknown model alias '{name}' (known: {_names(self.models)})")
+            raise ConfigError(f"unknown model alias '{name}'{_did_you_mean(name, self.models)} (known: {_names(self.models)})")
         return name, self.models[name]
 
     def provider_type(self, provider: str) -> str:
@@ -313,8 +339,47 @@ def _dialect(provider_type: str, model: str) -> str:
     return _DIALECTS.get(provider_type, "openai")
 
 
-def _names(mapping: Mapping[str, Any]) -> str:
-    return ", ".join(sorted(mapping)) or "none"
+def _names(names: Mapping[str, Any] | set[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_COMMON_TYPES = frozenset({"openai", "anthropic", "gemini", "vertex_ai", "azure", "bedrock", "openrouter", "ollama",
+                           "groq", "mistral", "xai", "deepseek", "together_ai", "fireworks_ai", "cohere"})  # fmt: skip
+
+
+@functools.cache
+def _litellm_provider_types() -> frozenset[str]:
+    """LiteLLM's provider families, read from its `LlmProviders` enum's source: importing
+    LiteLLM takes seconds, and a config is checked on every start. Empty if not found."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    path = Path(list(spec.submodule_search_locations)[0]) / "types" / "utils.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return frozenset()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
+            return frozenset(
+                stmt.value.value for stmt in node.body
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+            )  # fmt: skip
+    return frozenset()
+
+
+def _check_type(value: str) -> None:
+    if value in _OFFLINE_TYPES or value in _COMMON_TYPES:
+        return
+    known = _litellm_provider_types()
+    if known and value not in known:
+        hint = _did_you_mean(value, known | _COMMON_TYPES | set(_OFFLINE_TYPES)) or " (see LiteLLM's provider list)"
+        raise ValueError(f"unknown provider type '{value}'{hint}")
 
 
 def _looks_like_key(value: str) -> bool:
@@ -412,21 +477,105 @@ def _where(loc: tuple[Any, ...], marks: _Marks, source: str) -> str:
     return source
 
 
+def register_section(name: str, model: type[BaseModel]) -> None:
+    """Validate the top-level `name:` section with `model` when a config loads, so its
+    problems are reported with the others, with file and line (e.g. `runtime`)."""
+    _SECTIONS[name] = model
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {}
+_Problem = tuple[tuple[Any, ...], str]
+
+
 def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
+    """Validate everything and report every problem at once, each with file and line."""
+    problems: list[_Problem] = []
     try:
-        config = ProvidersConfig.model_validate(data, context={"skip_references": True})
+        config: ProvidersConfig | None = ProvidersConfig.model_validate(data, context={"skip_references": True})
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            field = ".".join(map(str, loc)) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            lines.append(f"{_where(loc, marks, source)}: {field}: {msg}")
-        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines)) from None
-    problems = config.reference_problems()
+        config = None
+        problems += _pydantic_problems(exc)
+    partial = config or _valid_part(data)
+    if partial is not None:
+        problems += partial.reference_problems(
+            defined_providers=set(_mapping(data.get("providers"))) | set(partial.providers),
+            defined_models=set(_mapping(data.get("models"))) | set(partial.models),
+        )
+    problems += _section_problems(data)
     if problems:
-        lines = [f"{_where(loc, marks, source)}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in problems]
-        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines))
+        lines = sorted({(_where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems},
+                       key=_line_order)  # fmt: skip
+        raise ConfigError(f"invalid providers config ({_plural(len(lines))}):\n  " + "\n  ".join(f"{w}: {f}: {m}" for w, f, m in lines))
+    assert config is not None
     return config
+
+
+def _pydantic_problems(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> list[_Problem]:
+    out: list[_Problem] = []
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = (*prefix, *err["loc"])
+        if err["type"] == "extra_forbidden":
+            fields = _fields_at(loc[:-1])
+            hint = _did_you_mean(str(loc[-1]), fields) if fields else ""
+            msg = f"unknown field{hint}" + (f"; the fields here: {', '.join(sorted(fields))}" if fields and not hint else "")
+        out.append((loc, msg))
+    return out
+
+
+def _fields_at(loc: tuple[Any, ...]) -> set[str]:
+    """The field names allowed at `loc`, for a did-you-mean on an unknown one."""
+    model: type[BaseModel] | None = None
+    if not loc:
+        model = ProvidersConfig
+    elif loc[0] in _SECTIONS and len(loc) == 1:
+        model = _SECTIONS[loc[0]]
+    elif loc[0] == "providers" and len(loc) == 2:
+        model = ProviderConfig
+    elif loc[0] == "models" and len(loc) in (2, 3):
+        model = ModelConfig if len(loc) == 2 else {"retry": RetryPolicy, "price": Price}.get(str(loc[2]))
+    return set(model.model_fields) if model is not None else set()
+
+
+def _valid_part(data: dict[str, Any]) -> ProvidersConfig | None:
+    """The entries that validate on their own, so cross-references can still be checked."""
+    providers, models = {}, {}
+    for name, raw in _mapping(data.get("providers")).items():
+        try:
+            providers[str(name)] = ProviderConfig.model_validate(raw or {})
+        except ValidationError:
+            pass
+    for name, raw in _mapping(data.get("models")).items():
+        try:
+            models[str(name)] = ModelConfig.model_validate(raw)
+        except ValidationError:
+            pass
+    default = data.get("default_model")
+    return ProvidersConfig.model_construct(providers=providers, models=models, default_model=default if isinstance(default, str) else None)
+
+
+def _section_problems(data: dict[str, Any]) -> list[_Problem]:
+    out: list[_Problem] = []
+    for name, model in _SECTIONS.items():
+        raw = data.get(name)
+        if raw is None:
+            continue
+        try:
+            model.model_validate(raw)
+        except ValidationError as exc:
+            out += _pydantic_problems(exc, (name,))
+    return out
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _line_order(entry: tuple[str, str, str]) -> tuple[str, int]:
+    where = entry[0]
+    file, _, line = where.rpartition(", line ")
+    return (file, int(line)) if line.isdigit() else (where, 0)
+
+
+def _plural(count: int) -> str:
+    return f"{count} problem{'s' if count != 1 else ''}"

@@ -1,0 +1,55 @@
+"""Definitions against a config: every prompt's model alias exists, and its provider
+tools run on its model's provider.
+
+Shared by `orchestrator check --config` (which lists every problem) and
+`Runtime.open` (which refuses to start), so both name the prompt, its file and
+line, and what to change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from providers.config import ConfigError, ProvidersConfig
+
+from .definitions import DefinitionError, ToolDefinition
+from .loader import Definitions, Problem
+
+__all__ = ["model_problems"]
+
+
+def model_problems(defs: Definitions, config: ProvidersConfig, *, override: str | None = None) -> list[Problem]:
+    """Every prompt whose model cannot be used as configured (empty: all fine)."""
+    from .toolset import check_provider_tool
+
+    problems: list[Problem] = []
+    for name, prompt in defs.prompts.items():
+        file = defs.root / "prompts" / f"{name}.py"
+        alias = override or prompt.model
+        try:
+            info = config.model_info(alias)
+        except ConfigError as exc:
+            source = "--model" if override else (f"its model={alias!r}" if alias else "the config's default_model")
+            problems.append(Problem(str(file), "unknown-model", f"prompt {name!r} ({source}): {exc}; define the alias under "
+                                    "`models:` in the config or change the prompt's model=", _line_of(file, "model=")))  # fmt: skip
+            continue
+        for tool_name in prompt.tools:
+            try:
+                target = defs.resolve_callable(tool_name)
+            except KeyError:
+                continue  # the loader reports unknown names
+            if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
+                try:
+                    check_provider_tool(tool_name, target, info.provider_type)
+                except DefinitionError as exc:
+                    problems.append(Problem(str(file), "provider-tool", f"prompt {name!r} on model {info.alias!r}: {exc}",
+                                            _line_of(file, tool_name)))  # fmt: skip
+    return problems
+
+
+def _line_of(file: Path, needle: str) -> int | None:
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    return next((i for i, line in enumerate(lines, 1) if needle in line), None)
