@@ -57,6 +57,7 @@ class ConsoleView:
             content = content.replace("\n", " ")
             content = content if len(content) <= 100 else content[:97] + "..."
             self._line(f"{indent}    ✓ {data.get('name')}: {content}", "yellow")
+            self._attachments(data, indent)
             return
         self._line(f"{indent}    ✗ {data.get('name')}: {content}", "red")  # an error in full: the developer needs all of it
         stack = (data.get("metadata") or {}).get("stack")
@@ -70,6 +71,12 @@ class ConsoleView:
             self._line(f"[B · person] {data.get('content')}", "bold green")
         elif data.get("side") is None:
             self._line(f"  ✉ injected {data.get('role')}: {data.get('content')}", "dim")
+        self._attachments(data, "    " * data.get("depth", 0))
+
+    def _attachments(self, data: dict[str, Any], indent: str) -> None:
+        for ref in data.get("attachments") or []:
+            size = _size(int(ref.get("size") or 0))
+            self._line(f"{indent}      📎 {ref.get('name')} ({ref.get('mime_type')}, {size}) id {ref.get('id')}", "cyan")
 
     def _on_turn_ended(self, data: dict[str, Any]) -> None:
         if data.get("depth", 0) == 0 and data.get("side") and data.get("reason"):
@@ -107,6 +114,12 @@ class ConsoleView:
         side, reason = self._turn_end
         label = {"max_steps": "its max_steps", "response": "an answer"}.get(reason, reason)
         return f"{reason} (side {side}'s turn ended by {label}; the thread waits for the next message)"
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    return f"{count / 1024:.1f} KB" if count < 1024**2 else f"{count / 1024**2:.1f} MB"
 
 
 _QUIET = frozenset({"thread_created", "execution_started", "turn_started", "step_started", "execution_stopped", "message_updated"})

@@ -107,3 +107,19 @@ async def test_another_user_and_a_missing_file_get_404(served: tuple[httpx.Async
     assert (await client.get(f"/threads/{thread_id}/files", headers={})).status_code == 401
     missing = await client.get(f"/threads/{thread_id}/files/file_nope", headers=ALICE)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "file_not_found"
+
+
+def test_the_cli_prints_each_attachments_name_type_and_size() -> None:
+    from rich.console import Console
+
+    from orchestrator.console import ConsoleView
+    from orchestrator.messages import Event
+
+    console = Console(record=True, width=200)
+    view = ConsoleView({"a": "artist", "b": "person"}, console=console)
+    refs = [{"id": "file_1", "name": "chart.png", "mime_type": "image/png", "size": 2048},
+            {"id": "file_2", "name": "report.html", "mime_type": "text/html", "size": 40}]  # fmt: skip
+    view.show(Event(thread_id="t", seq=1, type="tool_result",
+                    data={"name": "draw", "tool_status": "success", "content": "drew it", "attachments": refs}))  # fmt: skip
+    out = console.export_text()
+    assert "📎 chart.png (image/png, 2.0 KB) id file_1" in out and "📎 report.html (text/html, 40 B) id file_2" in out
