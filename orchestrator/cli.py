@@ -197,6 +197,7 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
     from .session import SessionOptions, default_cassette, run_session
 
     verbose = show_traceback or log_level.upper() == "DEBUG"
+    _import_litellm_in_background()
     with errors_as_messages(traceback=verbose):
         configure_logging(log_level)
         if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
@@ -247,6 +248,19 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show
     if problems:
         raise click.ClickException(f"{cassette}: {len(problems)} difference(s) from the recording")
     click.echo(f"{cassette}: replay matches the recording ({len(messages)} messages)")
+
+
+def _import_litellm_in_background() -> None:
+    """Start LiteLLM's import (seconds) now, beside loading definitions, config and storage,
+    rather than after them: the first model request needs it either way."""
+    import threading
+
+    def load() -> None:
+        from providers.client import warm_up
+
+        warm_up()
+
+    threading.Thread(target=load, name="litellm-import", daemon=True).start()
 
 
 def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:

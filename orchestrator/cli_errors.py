@@ -49,7 +49,7 @@ def _message(exc: Exception) -> tuple[str, bool]:
     if isinstance(exc, (ExecutionFailed, ProviderError)):
         return f"the model call failed: {exc}\n{_provider_hint(str(exc))}", True
     if isinstance(exc, KeyError) and exc.args:
-        return str(exc.args[0]), False
+        return str(exc.args[0]), True
     return f"{type(exc).__name__}: {exc}", isinstance(exc, NothingToSend)
 
 
