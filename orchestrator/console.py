@@ -66,6 +66,16 @@ class ConsoleView:
         elif stack:
             self._line(f"{indent}      (traceback stored with the message; --traceback or --log-level DEBUG shows it)", "dim")
 
+    def _on_tool_invoked(self, data: dict[str, Any]) -> None:
+        self._line(f"{'    ' * data.get('depth', 0)}      ↳ {data.get('name')} (invoked by a tool) …", "yellow")
+
+    def _on_tool_invoked_result(self, data: dict[str, Any]) -> None:
+        ok = data.get("tool_status") == "success"
+        content = str(data.get("content") or "").replace("\n", " ")
+        if ok and len(content) > 100:
+            content = content[:97] + "..."
+        self._line(f"{'    ' * data.get('depth', 0)}        {'✓' if ok else '✗'} {data.get('name')}: {content}", "yellow" if ok else "red")
+
     def _on_message_created(self, data: dict[str, Any]) -> None:
         if data.get("role") == "user" and data.get("side") == "b" and data.get("depth", 0) == 0 and not self._speaking:
             self._line(f"[B · person] {data.get('content')}", "bold green")
