@@ -32,8 +32,16 @@ def _first_line_and_end(command: list[str], marker: str) -> tuple[float, float]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}
     start = time.perf_counter()
     first = float("nan")
-    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                          text=True, bufsize=1) as proc:  # fmt: skip
+    with subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             if first != first and line.startswith(marker):  # nan: not seen yet
@@ -59,15 +67,20 @@ def main() -> None:
             ("orchestrator --help", [orchestrator, "--help"], "Usage"),
             ("python -c 'import litellm'", [sys.executable, "-c", "import litellm; print('done')"], "done"),
             ("orchestrator run support_demo", [orchestrator, "run", "support_demo"], "[A"),
-            ("orchestrator run support_chat --model test -m Hi",
-             [orchestrator, "run", "support_chat", "--model", "test", "-m", "Hi", "--db", f"{tmp}/s.db"], "[B"),
-        ]  # fmt: skip
+            (
+                "orchestrator run support_chat --model test -m Hi",
+                [orchestrator, "run", "support_chat", "--model", "test", "-m", "Hi", "--db", f"{tmp}/s.db"],
+                "[B",
+            ),
+        ]
         print(f"Startup, median of {runs} runs (s), {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n")
         print("| command | first line | exit |")
         print("|---|---:|---:|")
         for label, command, marker in rows:
             samples = [_first_line_and_end(command, marker) for _ in range(runs)]
-            print(f"| `{label}` | {_median([s[0] for s in samples])} | {_median([s[1] for s in samples])} |", flush=True)
+            print(
+                f"| `{label}` | {_median([s[0] for s in samples])} | {_median([s[1] for s in samples])} |", flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("path", default=DEFAULT_PATH, type=click.Path(path_type=Path))
-@click.option("--config", "configs", multiple=True, help="Also check the config YAML (repeat to merge): its problems, "
-              "and that every prompt's model alias exists and its provider tools fit the model's provider.")  # fmt: skip
+@click.option("--config", "configs", multiple=True,
+              help="Also check the config YAML (repeat to merge): its problems, and that every prompt's "
+              "model alias exists and its provider tools fit the model's provider.")  # fmt: skip
 def check(path: Path, configs: tuple[str, ...]) -> None:
     """Check a definitions folder and print every problem found.
 
@@ -51,7 +52,8 @@ def check(path: Path, configs: tuple[str, ...]) -> None:
         count = len(problems)
         click.echo(f"{count} problem{'s' if count != 1 else ''} found in {', '.join([str(path), *configs])}", err=True)
         raise SystemExit(1)
-    click.echo(f"{path}: {_summary(defs)}; no problems" + (f"; {', '.join(configs)}: valid, every prompt's model exists" if configs else ""))
+    checked = f"; {', '.join(configs)}: valid, every prompt's model exists" if configs else ""
+    click.echo(f"{path}: {_summary(defs)}; no problems{checked}")
 
 
 def _config_problems(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
@@ -176,13 +178,16 @@ def _plural(count: int, noun: str) -> str:
 @click.option("--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette.")
 @click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), help="Replay a recorded cassette instead of calling providers.")
 @click.option("-m", "--message", "messages", multiple=True,
-              help="A person's message (ai_human agents); repeat for several turns. Or pipe lines on stdin.")  # fmt: skip
+              help="A person's message (ai_human agents); repeat for several turns. Or pipe lines "
+              "on stdin.")  # fmt: skip
 @click.option("--arg", "args", multiple=True, help="A creation argument KEY=VALUE (VALUE may be JSON).")
 @click.option("--db", help="Storage URL or SQLite path (default: the config's runtime.storage).")
 @click.option("--log-level", default="WARNING", show_default=True, help="Structured logs go to stderr at this level.")
-@click.option("--traceback", "show_traceback", is_flag=True, help="On errors, print the traceback; show tools' stored tracebacks.")
+@click.option("--traceback", "show_traceback", is_flag=True,
+              help="On errors, print the traceback; show tools' stored tracebacks.")  # fmt: skip
 def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, record: str | None, replay_file: str | None,
-        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str, show_traceback: bool) -> None:  # fmt: skip
+        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str,
+        show_traceback: bool) -> None:  # fmt: skip
     """Run a conversation with AGENT and show it live.
 
     With no --model, agents on the embedded `demo` model replay their shipped
@@ -203,15 +208,18 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
         if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
             cassette = default_cassette(agent)
             if not cassette.exists():
-                raise click.ClickException(f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: "
-                                           "pass --model test to run it offline, --model ALIAS to run it live, or --replay FILE")  # fmt: skip
+                raise click.ClickException(
+                    f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass "
+                    "--model test to run it offline, --model ALIAS to run it live, or --replay FILE"
+                )
             replay_file = str(cassette)
             click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
         interactive = not messages and sys.stdin.isatty()
         options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
                                  messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
                                  storage=(db or ":memory:") if replay_file else db, interactive=interactive,
-                                 read_stdin=not messages and not interactive and not replay_file, verbose=verbose)  # fmt: skip
+                                 read_stdin=not messages and not interactive and not replay_file,
+                                 verbose=verbose)  # fmt: skip
         asyncio.run(run_session(options))
     if record:
         click.echo(f"recorded to {record}", err=True)

@@ -59,12 +59,13 @@ class ConsoleView:
             self._line(f"{indent}    ✓ {data.get('name')}: {content}", "yellow")
             self._attachments(data, indent)
             return
-        self._line(f"{indent}    ✗ {data.get('name')}: {content}", "red")  # an error in full: the developer needs all of it
+        self._line(f"{indent}    ✗ {data.get('name')}: {content}", "red")  # in full: the developer needs all of it
         stack = (data.get("metadata") or {}).get("stack")
         if stack and self.verbose:
             self._line("\n".join(f"{indent}      {line}" for line in stack.rstrip().splitlines()), "dim")
         elif stack:
-            self._line(f"{indent}      (traceback stored with the message; --traceback or --log-level DEBUG shows it)", "dim")
+            hint = "(traceback stored with the message; --traceback or --log-level DEBUG shows it)"
+            self._line(f"{indent}      {hint}", "dim")
 
     def _on_tool_invoked(self, data: dict[str, Any]) -> None:
         self._line(f"{'    ' * data.get('depth', 0)}      ↳ {data.get('name')} (invoked by a tool) …", "yellow")
@@ -74,7 +75,8 @@ class ConsoleView:
         content = str(data.get("content") or "").replace("\n", " ")
         if ok and len(content) > 100:
             content = content[:97] + "..."
-        self._line(f"{'    ' * data.get('depth', 0)}        {'✓' if ok else '✗'} {data.get('name')}: {content}", "yellow" if ok else "red")
+        indent = "    " * data.get("depth", 0)
+        self._line(f"{indent}        {'✓' if ok else '✗'} {data.get('name')}: {content}", "yellow" if ok else "red")
 
     def _on_message_created(self, data: dict[str, Any]) -> None:
         if data.get("role") == "user" and data.get("side") == "b" and data.get("depth", 0) == 0 and not self._speaking:

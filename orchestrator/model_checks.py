@@ -30,8 +30,15 @@ def model_problems(defs: Definitions, config: ProvidersConfig, *, override: str 
             info = config.model_info(alias)
         except ConfigError as exc:
             source = "--model" if override else (f"its model={alias!r}" if alias else "the config's default_model")
-            problems.append(Problem(str(file), "unknown-model", f"prompt {name!r} ({source}): {exc}; define the alias under "
-                                    "`models:` in the config or change the prompt's model=", _line_of(file, "model=")))  # fmt: skip
+            problems.append(
+                Problem(
+                    str(file),
+                    "unknown-model",
+                    f"prompt {name!r} ({source}): {exc}; define the alias under "
+                    "`models:` in the config or change the prompt's model=",
+                    _line_of(file, "model="),
+                )
+            )
             continue
         for tool_name in prompt.tools:
             try:
@@ -42,8 +49,14 @@ def model_problems(defs: Definitions, config: ProvidersConfig, *, override: str 
                 try:
                     check_provider_tool(tool_name, target, info.provider_type)
                 except DefinitionError as exc:
-                    problems.append(Problem(str(file), "provider-tool", f"prompt {name!r} on model {info.alias!r}: {exc}",
-                                            _line_of(file, tool_name)))  # fmt: skip
+                    problems.append(
+                        Problem(
+                            str(file),
+                            "provider-tool",
+                            f"prompt {name!r} on model {info.alias!r}: {exc}",
+                            _line_of(file, tool_name),
+                        )
+                    )
     return problems
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from .definitions import AgentDefinition, DefinitionError, MessageArgs, ToolDefinition
+from .definitions import AgentDefinition, DefinitionError, MessageArgs
 from .env import Redactor
 from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute

@@ -99,7 +99,8 @@ def default_cassette(agent: str) -> Path:
 
 
 def build_runtime(options: SessionOptions) -> Runtime:
-    return Runtime.from_path(options.path, config=list(options.config), storage=options.storage, model=options.model or None)
+    config = list(options.config)
+    return Runtime.from_path(options.path, config=config, storage=options.storage, model=options.model or None)
 
 
 async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, list[Message]]:

@@ -204,19 +204,23 @@ class ProvidersConfig(_Strict):
                 try:
                     _check_type(name)
                 except ValueError as exc:
-                    problems.append((("providers", name), f"{exc}: a provider without `type:` is named after its LiteLLM family; add `type: ...`"))
+                    why = f"{exc}: a provider without `type:` is named after its LiteLLM family; add `type: ...`"
+                    problems.append((("providers", name), why))
         for alias, model in self.models.items():
             if model.provider not in providers:
                 hint = _did_you_mean(model.provider, providers)
-                problems.append((("models", alias, "provider"), f"unknown provider '{model.provider}'{hint} (known: {_names(providers)})"))
+                why = f"unknown provider '{model.provider}'{hint} (known: {_names(providers)})"
+                problems.append((("models", alias, "provider"), why))
             for i, target in enumerate(model.fallbacks):
                 if target not in models:
-                    problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}'{_did_you_mean(target, models)} (known: {_names(models)})"))
+                    why = f"unknown fallback alias '{target}'{_did_you_mean(target, models)} (known: {_names(models)})"
+                    problems.append((("models", alias, "fallbacks", i), why))
         problems += self._cycles()
         problems += self._offline_problems()
         if self.default_model is not None and self.default_model not in models:
             hint = _did_you_mean(self.default_model, models)
-            problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"))
+            why = f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"
+            problems.append((("default_model",), why))
         return problems
 
     def _offline_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
@@ -236,8 +240,11 @@ class ProvidersConfig(_Strict):
 
         problem = describe_answerer(model)
         if problem:
-            raise ConfigError(f"--model {model}: not a model alias ({_names(self.models)}) and not an offline model: {problem}")
-        name = next(n for n in (_BUILTIN_PROVIDER, f"_{_BUILTIN_PROVIDER}") if n not in self.providers or self.provider_type(n) == "offline")
+            raise ConfigError(
+                f"--model {model}: not a model alias ({_names(self.models)}) and not an offline model: {problem}"
+            )
+        candidates = (_BUILTIN_PROVIDER, f"_{_BUILTIN_PROVIDER}")
+        name = next(n for n in candidates if n not in self.providers or self.provider_type(n) == "offline")
         self.providers.setdefault(name, ProviderConfig(type="offline"))
         self.models[model] = ModelConfig(provider=name, model=model, retry=RetryPolicy(attempts=1))
         return model
@@ -273,7 +280,8 @@ class ProvidersConfig(_Strict):
         if name is None:
             raise ConfigError(f"no model alias given and no default_model set (known: {_names(self.models)})")
         if name not in self.models:
-            raise ConfigError(f"unknown model alias '{name}'{_did_you_mean(name, self.models)} (known: {_names(self.models)})")
+            hint = _did_you_mean(name, self.models)
+            raise ConfigError(f"unknown model alias '{name}'{hint} (known: {_names(self.models)})")
         return name, self.models[name]
 
     def provider_type(self, provider: str) -> str:
@@ -368,7 +376,9 @@ def _litellm_provider_types() -> frozenset[str]:
         if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
             return frozenset(
                 stmt.value.value for stmt in node.body
-                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+                if isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
             )  # fmt: skip
     return frozenset()
 
@@ -503,9 +513,9 @@ def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
         )
     problems += _section_problems(data)
     if problems:
-        lines = sorted({(_where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems},
-                       key=_line_order)  # fmt: skip
-        raise ConfigError(f"invalid providers config ({_plural(len(lines))}):\n  " + "\n  ".join(f"{w}: {f}: {m}" for w, f, m in lines))
+        found = {(_where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems}
+        lines = [f"{where}: {field}: {msg}" for where, field, msg in sorted(found, key=_line_order)]
+        raise ConfigError(f"invalid providers config ({_plural(len(lines))}):\n  " + "\n  ".join(lines))
     assert config is not None
     return config
 
@@ -518,7 +528,8 @@ def _pydantic_problems(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> li
         if err["type"] == "extra_forbidden":
             fields = _fields_at(loc[:-1])
             hint = _did_you_mean(str(loc[-1]), fields) if fields else ""
-            msg = f"unknown field{hint}" + (f"; the fields here: {', '.join(sorted(fields))}" if fields and not hint else "")
+            listed = f"; the fields here: {', '.join(sorted(fields))}" if fields and not hint else ""
+            msg = f"unknown field{hint}{listed}"
         out.append((loc, msg))
     return out
 
@@ -551,7 +562,8 @@ def _valid_part(data: dict[str, Any]) -> ProvidersConfig | None:
         except ValidationError:
             pass
     default = data.get("default_model")
-    return ProvidersConfig.model_construct(providers=providers, models=models, default_model=default if isinstance(default, str) else None)
+    default = default if isinstance(default, str) else None
+    return ProvidersConfig.model_construct(providers=providers, models=models, default_model=default)
 
 
 def _section_problems(data: dict[str, Any]) -> list[_Problem]:

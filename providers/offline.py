@@ -127,7 +127,9 @@ def describe_answerer(model: str) -> str | None:
             return None
         module, sep, name = model.rpartition(":")
         if not sep or not module or not name.isidentifier():
-            raise ValueError(f"expected 'test', a script file (.yaml/.yml/.json) or a function 'module:function', got {model!r}")
+            raise ValueError(
+                f"expected 'test', a script file (.yaml/.yml/.json) or a function 'module:function', got {model!r}"
+            )
         if module.endswith(".py") and not Path(module).is_file():
             raise ValueError(f"no Python file {module} (paths are relative to the working directory)")
     except ValueError as exc:
@@ -155,7 +157,8 @@ def _resolve(model: str) -> Answerer:
     module, sep, name = model.rpartition(":")
     if not sep or not module or not name:
         raise ValueError(
-            f"offline model {model!r}: expected 'test', a script file (.yaml/.yml/.json) or a function 'module:function'"
+            f"offline model {model!r}: expected 'test', a script file (.yaml/.yml/.json) "
+            "or a function 'module:function'"
         )
     return _guarded(_import_function(module, name), model)
 

@@ -13,12 +13,9 @@ parsing run exactly as in production. Use it with a `type: scripted` provider
 for tests of the other parsers. Faults (`ScriptedFault`, `cut_after`,
 `malformed`, `hang_after`) exercise retries, restarts and cancellation.
 
-Offline models for anyone's agents (`type: offline` providers, the built-in
-`test` alias) are answered in this process instead: `in_process_client` is an
-httpx client on an in-memory transport, so nothing is patched globally and
-respx-served models in tests stay separate. What answers is named by the
-model (`offline_answerer`): `test`, a YAML/JSON file of turns (`Script`), or a
-Python function `module:function` / `path/file.py:function`.
+`transport()` serves the same bytes on an in-memory httpx transport instead
+of respx: `providers.offline` uses it for `type: offline` models (the built-in
+`test` alias, script files, Python functions), with nothing patched globally.
 """
 
 from __future__ import annotations
@@ -33,21 +30,10 @@ from typing import Any, Literal
 import httpx
 import respx
 
-from .config import IN_PROCESS_BASE_URL, SCRIPTED_BASE_URL
+from .config import SCRIPTED_BASE_URL
 from .sse import SSECall, anthropic_events, gemini_events, openai_events
 
-__all__ = [
-    "ResponseSpec",
-    "Script",
-    "ScriptedCall",
-    "ScriptedFault",
-    "ScriptedModel",
-    "ScriptedResponse",
-    "Wire",
-    "in_process_client",
-    "load_script",
-    "offline_answerer",
-]
+__all__ = ["ScriptedCall", "ScriptedFault", "ScriptedModel", "ScriptedResponse", "Wire"]
 
 Wire = Literal["openai", "anthropic", "gemini"]
 _DEFAULT_BASE = {
@@ -87,7 +73,9 @@ Step = ScriptedResponse | ScriptedFault
 
 
 class ScriptedModel:
-    def __init__(self, responses: list[Step] | Callable[[dict[str, Any]], Step], *, wire: Wire = "openai", keep_requests: bool = True):
+    def __init__(
+        self, responses: list[Step] | Callable[[dict[str, Any]], Step], *, wire: Wire = "openai", keep_requests: bool = True
+    ):
         if wire not in _DEFAULT_BASE:
             raise ValueError(f"wire must be one of {sorted(_DEFAULT_BASE)}, got {wire!r}")
         self.wire: Wire = wire

@@ -46,7 +46,10 @@ class TestModel:
         if any(m.get("role") == "assistant" and m.get("tool_calls") for m in turn):
             return ScriptedResponse(text=_results_text(turn))
         if tools:
-            calls = [ScriptedCall(t["name"], example_arguments(t.get("parameters") or {}, seed=seed, salt=t["name"])) for t in tools]
+            calls = [
+                ScriptedCall(t["name"], example_arguments(t.get("parameters") or {}, seed=seed, salt=t["name"]))
+                for t in tools
+            ]
             return ScriptedResponse(tool_calls=calls)
         said = next((_text(m) for m in reversed(turn) if m.get("role") == "user"), "")
         return ScriptedResponse(text=f"test model: no tools offered; last message: {_short(said)}")
@@ -63,7 +66,11 @@ def _current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _results_text(turn: list[dict[str, Any]]) -> str:
     names = {c["id"]: c["function"]["name"] for m in turn for c in m.get("tool_calls") or [] if "function" in c}
-    parts = [f"{names.get(m.get('tool_call_id'), m.get('name') or 'tool')} -> {_short(_text(m))}" for m in turn if m.get("role") == "tool"]
+    parts = [
+        f"{names.get(m.get('tool_call_id'), m.get('name') or 'tool')} -> {_short(_text(m))}"
+        for m in turn
+        if m.get("role") == "tool"
+    ]
     return "test model: " + ("; ".join(parts) if parts else "no tool results")
 
 
@@ -105,7 +112,9 @@ class _Generator:
             return self._rng.choice(schema["enum"])
         for key in ("anyOf", "oneOf"):
             if schema.get(key):
-                choices = [s for s in schema[key] if not (isinstance(s, dict) and s.get("type") == "null")] or schema[key]
+                choices = [s for s in schema[key] if not (isinstance(s, dict) and s.get("type") == "null")] or schema[
+                    key
+                ]
                 return self.value(self._rng.choice(choices), depth + 1)
         if schema.get("allOf"):
             merged: dict[str, Any] = {}
@@ -150,8 +159,16 @@ class _Generator:
         word = self._rng.choice(_WORDS)
         pattern = schema.get("pattern")
         if pattern:
-            for candidate in (word, f"{word.upper()}{self._rng.randint(1000, 9999)}", str(self._rng.randint(0, 99999)), "a", "A1"):
-                if re.search(pattern, candidate) and low <= len(candidate) <= (high if high is not None else len(candidate)):
+            for candidate in (
+                word,
+                f"{word.upper()}{self._rng.randint(1000, 9999)}",
+                str(self._rng.randint(0, 99999)),
+                "a",
+                "A1",
+            ):
+                if re.search(pattern, candidate) and low <= len(candidate) <= (
+                    high if high is not None else len(candidate)
+                ):
                     return candidate
         text = word
         while len(text) < low:

@@ -32,7 +32,9 @@ def _repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_config_typo_in_run_prints_every_problem_without_a_traceback(tmp_path: Path) -> None:
-    config = _write(tmp_path / "bad.yaml", """\
+    config = _write(
+        tmp_path / "bad.yaml",
+        """\
         providers:
           openai:
             type: openia
@@ -41,7 +43,8 @@ def test_a_config_typo_in_run_prints_every_problem_without_a_traceback(tmp_path:
         default_model: fast
         runtime:
           tool_timout: 3
-        """)
+        """,
+    )
     code, out = _run("run", "support_demo", "--config", str(config))
     assert code == 1
     assert "Traceback" not in out
@@ -58,7 +61,9 @@ def test_traceback_flag_shows_the_traceback(tmp_path: Path) -> None:
 def test_all_config_problems_are_reported_at_once(tmp_path: Path) -> None:
     import orchestrator.settings  # noqa: F401 - registers the runtime section
 
-    config = _write(tmp_path / "c.yaml", """\
+    config = _write(
+        tmp_path / "c.yaml",
+        """\
         providers:
           openai: {}
         models:
@@ -73,14 +78,19 @@ def test_all_config_problems_are_reported_at_once(tmp_path: Path) -> None:
         default_model: fst
         runtime:
           default_max_steps: 0
-        """)
+        """,
+    )
     with pytest.raises(ConfigError) as err:
         load_config(config)
     text = str(err.value)
     assert "(5 problems)" in text
-    for line, fragment in [(7, "models.fast.timeout"), (9, "unknown provider 'opneai' (did you mean 'openai'?)"),
-                           (11, "unknown fallback alias 'fsat' (did you mean 'fast'?)"), (12, "default_model 'fst'"),
-                           (14, "runtime.default_max_steps")]:  # fmt: skip
+    for line, fragment in [
+        (7, "models.fast.timeout"),
+        (9, "unknown provider 'opneai' (did you mean 'openai'?)"),
+        (11, "unknown fallback alias 'fsat' (did you mean 'fast'?)"),
+        (12, "default_model 'fst'"),
+        (14, "runtime.default_max_steps"),
+    ]:
         assert f"{config}, line {line}: " in text and fragment in text
 
 
@@ -95,11 +105,17 @@ def test_check_with_config_reports_a_prompts_unknown_alias(tmp_path: Path) -> No
     shutil.copytree(REPO / "agents", defs)
     prompt = defs / "prompts" / "support_agent.py"
     prompt.write_text(prompt.read_text().replace("model=None,", 'model="smrt",'))
-    config = _write(tmp_path / "c.yaml", "providers: {openai: {}}\nmodels:\n  smart: {provider: openai, model: gpt-4o}\ndefault_model: smart\n")
+    config = _write(
+        tmp_path / "c.yaml",
+        "providers: {openai: {}}\nmodels:\n  smart: {provider: openai, model: gpt-4o}\ndefault_model: smart\n",
+    )
     code, out = _run("check", str(defs), "--config", str(config))
     assert code == 1
     line = next(i for i, text in enumerate(prompt.read_text().splitlines(), 1) if "model=" in text)
-    assert f"{prompt}:{line}: prompt 'support_agent' (its model='smrt'): unknown model alias 'smrt' (did you mean 'smart'?)" in out
+    assert (
+        f"{prompt}:{line}: prompt 'support_agent' (its model='smrt'): "
+        "unknown model alias 'smrt' (did you mean 'smart'?)" in out
+    )
     code, out = _run("run", "support_chat", "--path", str(defs), "--config", str(config), "-m", "hi")
     assert code == 1 and "prompt 'support_agent'" in out and "Traceback" not in out
 
@@ -119,7 +135,9 @@ def test_unknown_agent_is_one_line() -> None:
 
 
 def test_each_piped_line_is_a_persons_message(tmp_path: Path) -> None:
-    code, out = _run("run", "support_chat", "--model", "test", "--db", str(tmp_path / "p.db"), stdin="Hi\n\nWhere is A1002?\n")
+    code, out = _run(
+        "run", "support_chat", "--model", "test", "--db", str(tmp_path / "p.db"), stdin="Hi\n\nWhere is A1002?\n"
+    )
     assert code == 0, out
     assert "[B · person] Hi" in out and "[B · person] Where is A1002?" in out
     assert out.count("test model: lookup_order") == 2
@@ -138,7 +156,9 @@ def _failing_tool_defs(tmp_path: Path) -> Path:
     defs = tmp_path / "defs"
     for folder in ("tools", "prompts", "agents"):
         (defs / folder).mkdir(parents=True)
-    _write(defs / "tools" / "weather.py", """\
+    _write(
+        defs / "tools" / "weather.py",
+        """\
         from pydantic import BaseModel
         from orchestrator import ThreadState, ToolResult, define_tool
 
@@ -150,17 +170,24 @@ def _failing_tool_defs(tmp_path: Path) -> Path:
             return ToolResult(status="success", result=cities["Oslo" + "x" * 150])
 
         tool = define_tool(description="Weather", args=Args, execute=execute)
-        """)
-    _write(defs / "prompts" / "helper.py", """\
+        """,
+    )
+    _write(
+        defs / "prompts" / "helper.py",
+        """\
         from orchestrator import define_prompt
 
         prompt = define_prompt(prompt="Help.", tools=("weather",), tool_description="help")
-        """)
-    _write(defs / "agents" / "chat.py", """\
+        """,
+    )
+    _write(
+        defs / "agents" / "chat.py",
+        """\
         from orchestrator import Side, define_agent
 
         agent = define_agent(type="ai_human", side_a=Side("helper", max_steps=1))
-        """)
+        """,
+    )
     return defs
 
 
@@ -170,7 +197,7 @@ def test_a_failing_tool_shows_type_and_full_message_and_the_traceback_on_request
     code, out = _run(*base)
     assert code == 0, out
     assert "KeyError: 'Oslo" + "x" * 150 + "'" in out
-    assert 'line 9, in execute' not in out and "--traceback" in out
+    assert "line 9, in execute" not in out and "--traceback" in out
     code, out = _run(*base, "--traceback")
     assert 'weather.py", line 9, in execute' in out
 
@@ -178,6 +205,6 @@ def test_a_failing_tool_shows_type_and_full_message_and_the_traceback_on_request
 def test_the_summary_says_a_turn_was_cut_by_max_steps(tmp_path: Path) -> None:
     defs = _failing_tool_defs(tmp_path)
     code, out = _run("run", "chat", "--path", str(defs), "--model", "test", "-m", "hi", "--db", str(tmp_path / "t.db"))
-    summary = out[out.index("Stopped:"):]
+    summary = out[out.index("Stopped:") :]
     assert summary.startswith("Stopped: max_steps (side a's turn ended by its max_steps")
     assert "this execution: steps 1 (a 1, b 0)" in summary and "thread total: tokens in" in summary

@@ -68,7 +68,9 @@ YAML = _blocks("yaml")
 @pytest.fixture(scope="module")
 def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("repo") / "repo"
-    ignore = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.db", "*.db-*", ".pytest_cache", ".hypothesis", "node_modules")
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", "*.db", "*.db-*", ".pytest_cache", ".hypothesis", "node_modules"
+    )
     shutil.copytree(REPO, target, ignore=ignore)
     return target
 
@@ -85,8 +87,14 @@ def test_python_block_runs(block: Block, repo_copy: Path, tmp_path: Path) -> Non
     runner.write_text(_RUNNER, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN")) and not k.startswith("AWS_")}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    done = subprocess.run([sys.executable, str(runner), str(script), block.id], cwd=repo_copy, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(runner), str(script), block.id],
+        cwd=repo_copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
 
 

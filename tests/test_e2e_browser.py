@@ -112,7 +112,8 @@ def test_person_types_into_an_ai_human_thread(server: LiveServer, page: object) 
 
 
 _ORDER_JS = """() => [...document.querySelectorAll('#messages > *')].map((n) =>
-  n.classList.contains('tool-call') ? 'tool:' + n.dataset.name : (n.className.split(' ')[1] || '') + ':' + n.querySelector('.text').textContent)"""
+  n.classList.contains('tool-call') ? 'tool:' + n.dataset.name
+    : (n.className.split(' ')[1] || '') + ':' + n.querySelector('.text').textContent)"""
 
 
 def test_the_order_after_a_reload_is_the_live_order(server: LiveServer, page: object) -> None:

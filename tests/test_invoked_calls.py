@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
+from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.console import ConsoleView
@@ -14,7 +15,6 @@ from orchestrator.runtime import Runtime
 from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
-from support import definitions
 
 
 class _City(BaseModel):
@@ -37,12 +37,19 @@ async def _trip(state: Any, args: _City) -> ToolResult:
 
 async def test_invoked_calls_publish_events_under_their_caller(tmp_path: Path) -> None:
     defs = definitions(
-        tools={"forecast": define_tool(description="Forecast", args=_City, execute=_forecast),
-               "trip": define_tool(description="Plan a trip", args=_City, execute=_trip, uses=("forecast",))},  # fmt: skip
+        tools={
+            "forecast": define_tool(description="Forecast", args=_City, execute=_forecast),
+            "trip": define_tool(description="Plan a trip", args=_City, execute=_trip, uses=("forecast",)),
+        },
         prompts={"planner": define_prompt(prompt="Plan.", tools=("trip",), tool_description="plan")},
         agents={"travel": define_agent(type="ai_human", side_a=Side("planner"))},
     )
-    runtime = Runtime(defs, config=config_from_dict({}), storage=SQLiteStorage(str(tmp_path / "i.db")), settings=RuntimeSettings(model="test"))
+    runtime = Runtime(
+        defs,
+        config=config_from_dict({}),
+        storage=SQLiteStorage(str(tmp_path / "i.db")),
+        settings=RuntimeSettings(model="test"),
+    )
     async with runtime:
         thread = await runtime.create_thread("travel")
         await thread.send("Plan a trip")
@@ -50,7 +57,9 @@ async def test_invoked_calls_publish_events_under_their_caller(tmp_path: Path) -
     started = next(e.data for e in events if e.type == "tool_call_started")
     invoked = [e for e in events if e.type in ("tool_invoked", "tool_invoked_result")]
     assert [(e.type, e.data["name"], e.data.get("tool_status")) for e in invoked] == [
-        ("tool_invoked", "forecast", None), ("tool_invoked_result", "forecast", "success")]  # the refused call ran nothing
+        ("tool_invoked", "forecast", None),
+        ("tool_invoked_result", "forecast", "success"),
+    ]  # the refused call ran nothing
     assert all(e.data["parent_id"] == started["id"] for e in invoked)
     assert invoked[1].data["content"] == "sunny in Bergen" and invoked[0].data["arguments"] == {"city": "Bergen"}
     result = next(e.data for e in events if e.type == "tool_result")

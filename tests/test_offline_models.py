@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel, Field
+from support import definitions
 
 from orchestrator import Side, ThreadState, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.cli import main
@@ -26,7 +27,6 @@ from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import ConfigError, config_from_dict, load_config
 from providers.test_model import example_arguments
-from support import definitions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,13 +34,41 @@ SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"q": {"type": "string", "minLength": 12, "maxLength": 20}}, "required": ["q"]},
     {"type": "object", "properties": {"n": {"type": "integer", "minimum": 7, "maximum": 9, "multipleOf": 4}}},
     {"type": "object", "properties": {"x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5}}},
-    {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "fixed": {"const": 3}, "flag": {"type": "boolean"}}},
-    {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 2},
-                                               "minItems": 3, "maxItems": 3, "uniqueItems": True}}},  # fmt: skip
-    {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "pattern": "^[0-9]+$"}}},
-    {"type": "object", "properties": {"maybe": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/Item"}]}},
-     "$defs": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"],
-                        "additionalProperties": False}}},  # fmt: skip
+    {
+        "type": "object",
+        "properties": {"kind": {"enum": ["a", "b"]}, "fixed": {"const": 3}, "flag": {"type": "boolean"}},
+    },
+    {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 2},
+                "minItems": 3,
+                "maxItems": 3,
+                "uniqueItems": True,
+            }
+        },
+    },
+    {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+        },
+    },
+    {
+        "type": "object",
+        "properties": {"maybe": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/Item"}]}},
+        "$defs": {
+            "Item": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}},
+                "required": ["sku"],
+                "additionalProperties": False,
+            }
+        },
+    },
     {"type": "object", "properties": {"opt": {"type": ["string", "null"]}}, "additionalProperties": False},
 ]
 
@@ -99,20 +127,35 @@ async def _end(state: ThreadState, args: _Reason) -> ToolResult:
 
 def _defs(*, end_tool: bool = True) -> Any:
     return definitions(
-        tools={"lookup": define_tool(description="Look up", args=_Order, execute=_lookup),
-               "end_chat": define_tool(description="End", args=_Reason, execute=_end)},  # fmt: skip
-        prompts={"agent": define_prompt(prompt="You help.", tools=("lookup",), tool_description="help"),
-                 "customer": define_prompt(prompt="You ask.", tools=("end_chat",) if end_tool else (), tool_description="ask")},  # fmt: skip
-        agents={"chat": define_agent(type="ai_human", side_a=Side("agent")),
-                "duo": define_agent(type="dual_ai", side_a=Side("agent"),
-                                    side_b=Side("customer", end_conversation_tool="end_chat" if end_tool else None),
-                                    max_session_turns=4)},  # fmt: skip
+        tools={
+            "lookup": define_tool(description="Look up", args=_Order, execute=_lookup),
+            "end_chat": define_tool(description="End", args=_Reason, execute=_end),
+        },
+        prompts={
+            "agent": define_prompt(prompt="You help.", tools=("lookup",), tool_description="help"),
+            "customer": define_prompt(
+                prompt="You ask.", tools=("end_chat",) if end_tool else (), tool_description="ask"
+            ),
+        },
+        agents={
+            "chat": define_agent(type="ai_human", side_a=Side("agent")),
+            "duo": define_agent(
+                type="dual_ai",
+                side_a=Side("agent"),
+                side_b=Side("customer", end_conversation_tool="end_chat" if end_tool else None),
+                max_session_turns=4,
+            ),
+        },
     )
 
 
 def _runtime(tmp_path: Path, defs: Any, config: dict[str, Any] | None = None, model: str | None = "test") -> Runtime:
-    return Runtime(defs, config=config_from_dict(config or {}), storage=SQLiteStorage(str(tmp_path / f"t{len(list(tmp_path.glob('*.db')))}.db")),
-                   settings=RuntimeSettings(model=model))  # fmt: skip
+    return Runtime(
+        defs,
+        config=config_from_dict(config or {}),
+        storage=SQLiteStorage(str(tmp_path / f"t{len(list(tmp_path.glob('*.db')))}.db")),
+        settings=RuntimeSettings(model=model),
+    )
 
 
 async def test_test_model_calls_each_tool_then_names_the_results(tmp_path: Path) -> None:
@@ -143,7 +186,10 @@ async def test_a_dual_ai_agent_on_test_without_an_end_tool_ends_by_max_session_t
 async def test_the_seed_param_reaches_the_model(tmp_path: Path) -> None:
     outputs = []
     for seed in (1, 2):
-        config = {"providers": {"offline": {}}, "models": {"seeded": {"provider": "offline", "model": "test", "params": {"seed": seed}}}}
+        config = {
+            "providers": {"offline": {}},
+            "models": {"seeded": {"provider": "offline", "model": "test", "params": {"seed": seed}}},
+        }
         async with _runtime(tmp_path, _defs(), config, model="seeded") as runtime:
             thread = await runtime.create_thread("chat")
             await thread.send("Hi")
@@ -157,11 +203,13 @@ async def test_the_seed_param_reaches_the_model(tmp_path: Path) -> None:
 
 async def test_a_yaml_file_of_turns_answers(tmp_path: Path) -> None:
     script = tmp_path / "turns.yaml"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         - text: Checking.
           tool_calls: [{name: lookup, arguments: {order_id: A1002, quantity: 2}}]
         - text: It ships tomorrow.
-        """))
+        """)
+    )
     config = {"models": {"mine": {"provider": "offline", "model": str(script)}}}
     async with _runtime(tmp_path, _defs(), config, model="mine") as runtime:
         result = await (await runtime.create_thread("chat")).send("Where is it?")
@@ -170,10 +218,16 @@ async def test_a_yaml_file_of_turns_answers(tmp_path: Path) -> None:
 
 async def test_a_python_function_answers(tmp_path: Path) -> None:
     module = tmp_path / "fake.py"
-    module.write_text("def answer(body):\n    return 'echo: ' + body['messages'][-1]['content']\n"
-                      "def broken(body):\n    raise KeyError('Oslo')\n")  # fmt: skip
-    config = {"models": {"fn": {"provider": "offline", "model": f"{module}:answer"},
-                         "bad": {"provider": "offline", "model": f"{module}:broken"}}}  # fmt: skip
+    module.write_text(
+        "def answer(body):\n    return 'echo: ' + body['messages'][-1]['content']\n"
+        "def broken(body):\n    raise KeyError('Oslo')\n"
+    )
+    config = {
+        "models": {
+            "fn": {"provider": "offline", "model": f"{module}:answer"},
+            "bad": {"provider": "offline", "model": f"{module}:broken"},
+        }
+    }
     async with _runtime(tmp_path, _defs(), config, model="fn") as runtime:
         result = await (await runtime.create_thread("chat")).send("ping")
         assert result.output == "echo: ping"
@@ -185,7 +239,10 @@ async def test_a_python_function_answers(tmp_path: Path) -> None:
 
 def test_offline_models_are_checked_when_the_config_loads(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("models:\n  mine:\n    provider: offline\n    model: missing.yaml\n  fn:\n    provider: offline\n    model: not a function\n")
+    path.write_text(
+        "models:\n  mine:\n    provider: offline\n    model: missing.yaml\n"
+        "  fn:\n    provider: offline\n    model: not a function\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert f"{path}, line 4: models.mine.model: missing.yaml: cannot read the script" in str(err.value)
@@ -199,7 +256,9 @@ def test_cli_runs_an_own_agent_on_test_with_no_key(tmp_path: Path, monkeypatch: 
     monkeypatch.chdir(ROOT)
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
-    result = CliRunner().invoke(main, ["run", "support_chat", "--model", "test", "-m", "Hi", "--db", str(tmp_path / "c.db")])
+    result = CliRunner().invoke(
+        main, ["run", "support_chat", "--model", "test", "-m", "Hi", "--db", str(tmp_path / "c.db")]
+    )
     assert result.exit_code == 0, result.output
     assert "⚙ lookup_order" in result.output and "test model: lookup_order ->" in result.output
 
@@ -208,6 +267,8 @@ def test_cli_runs_a_script_file_as_the_model(tmp_path: Path, monkeypatch: pytest
     monkeypatch.chdir(ROOT)
     script = tmp_path / "turns.yaml"
     script.write_text("- text: Scripted hello.\n")
-    result = CliRunner().invoke(main, ["run", "support_chat", "--model", str(script), "-m", "Hi", "--db", str(tmp_path / "c.db")])
+    result = CliRunner().invoke(
+        main, ["run", "support_chat", "--model", str(script), "-m", "Hi", "--db", str(tmp_path / "c.db")]
+    )
     assert result.exit_code == 0, result.output
     assert "Scripted hello." in result.output

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
+from support import definitions
 
 from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.runtime import Runtime
@@ -22,11 +23,12 @@ from orchestrator.server.app import create_app
 from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
-from support import definitions
 
 ALICE = {"Authorization": "Bearer token-alice"}
 BOB = {"Authorization": "Bearer token-bob"}
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 HTML = b"<script>alert(document.cookie)</script>"
 EVIL_NAME = 'evil"\r\nSet-Cookie: x=1;.txt'
 
@@ -37,9 +39,13 @@ class _NoArgs(BaseModel):
 
 async def _draw(state: Any, args: _NoArgs) -> ToolResult:
     files = [("chart.png", "image/png", PNG), ("report.html", "text/html", HTML), (EVIL_NAME, "text/plain", b"hi")]
-    return ToolResult.ok("drew it", attachments=[
-        ToolAttachment(name=name, mime_type=mime, data=base64.b64encode(data).decode()) for name, mime, data in files
-    ])  # fmt: skip
+    return ToolResult.ok(
+        "drew it",
+        attachments=[
+            ToolAttachment(name=name, mime_type=mime, data=base64.b64encode(data).decode())
+            for name, mime, data in files
+        ],
+    )
 
 
 @pytest.fixture
@@ -49,8 +55,12 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str]]
         prompts={"artist": define_prompt(prompt="You draw.", tools=("draw",), tool_description="draw")},
         agents={"studio": define_agent(type="ai_human", side_a=Side("artist"))},
     )
-    runtime = Runtime(defs, config=config_from_dict({}), storage=SQLiteStorage(str(tmp_path / "f.db")),
-                      settings=RuntimeSettings(model="test"))  # fmt: skip
+    runtime = Runtime(
+        defs,
+        config=config_from_dict({}),
+        storage=SQLiteStorage(str(tmp_path / "f.db")),
+        settings=RuntimeSettings(model="test"),
+    )
     async with runtime:
         thread = await runtime.create_thread("studio", user_id="alice")
         await thread.send("Draw me something")
@@ -65,13 +75,18 @@ async def test_the_list_names_every_file_with_type_size_and_url(served: tuple[ht
     assert res.status_code == 200, res.text
     files = res.json()["files"]
     assert [(f["name"], f["mime_type"], f["size"], f["inline"]) for f in files] == [
-        ("chart.png", "image/png", len(PNG), True), ("report.html", "text/html", len(HTML), False), (EVIL_NAME, "text/plain", 2, False)]
+        ("chart.png", "image/png", len(PNG), True),
+        ("report.html", "text/html", len(HTML), False),
+        (EVIL_NAME, "text/plain", 2, False),
+    ]
     assert all(f["url"] == f"/threads/{thread_id}/files/{f['id']}" for f in files)
 
 
 async def test_an_image_is_served_inline_with_its_type(served: tuple[httpx.AsyncClient, str]) -> None:
     client, thread_id = served
-    [image] = [f for f in (await client.get(f"/threads/{thread_id}/files", headers=ALICE)).json()["files"] if f["inline"]]
+    [image] = [
+        f for f in (await client.get(f"/threads/{thread_id}/files", headers=ALICE)).json()["files"] if f["inline"]
+    ]
     res = await client.get(image["url"], headers=ALICE)
     assert res.status_code == 200 and res.content == PNG
     assert res.headers["content-type"] == "image/png"
@@ -96,7 +111,9 @@ async def test_a_hostile_name_cannot_add_a_header(served: tuple[httpx.AsyncClien
     evil = next(f for f in files if f["name"] == EVIL_NAME)
     res = await client.get(evil["url"], headers=ALICE)
     assert res.status_code == 200 and "set-cookie" not in res.headers
-    assert res.headers["content-disposition"] == "attachment; filename*=UTF-8''evil%22%0D%0ASet-Cookie%3A%20x%3D1%3B.txt"
+    assert (
+        res.headers["content-disposition"] == "attachment; filename*=UTF-8''evil%22%0D%0ASet-Cookie%3A%20x%3D1%3B.txt"
+    )
 
 
 async def test_another_user_and_a_missing_file_get_404(served: tuple[httpx.AsyncClient, str]) -> None:
@@ -117,9 +134,17 @@ def test_the_cli_prints_each_attachments_name_type_and_size() -> None:
 
     console = Console(record=True, width=200)
     view = ConsoleView({"a": "artist", "b": "person"}, console=console)
-    refs = [{"id": "file_1", "name": "chart.png", "mime_type": "image/png", "size": 2048},
-            {"id": "file_2", "name": "report.html", "mime_type": "text/html", "size": 40}]  # fmt: skip
-    view.show(Event(thread_id="t", seq=1, type="tool_result",
-                    data={"name": "draw", "tool_status": "success", "content": "drew it", "attachments": refs}))  # fmt: skip
+    refs = [
+        {"id": "file_1", "name": "chart.png", "mime_type": "image/png", "size": 2048},
+        {"id": "file_2", "name": "report.html", "mime_type": "text/html", "size": 40},
+    ]
+    view.show(
+        Event(
+            thread_id="t",
+            seq=1,
+            type="tool_result",
+            data={"name": "draw", "tool_status": "success", "content": "drew it", "attachments": refs},
+        )
+    )
     out = console.export_text()
     assert "📎 chart.png (image/png, 2.0 KB) id file_1" in out and "📎 report.html (text/html, 40 B) id file_2" in out

@@ -26,8 +26,11 @@ __all__ = ["FileList", "FileOut", "router"]
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Shown inline (the page draws them); every other type is a download."""
 _ACTIVE = ("html", "xhtml", "svg", "xml", "javascript", "ecmascript", "x-sh", "wasm")
-_FILE_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox",
-                 "Cache-Control": "private, max-age=3600"}  # fmt: skip
+_FILE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    "Cache-Control": "private, max-age=3600",
+}
 
 FileId = Annotated[str, Path(min_length=1, max_length=200, description="File id, from the thread's file list")]
 router = APIRouter(tags=["files"])
@@ -61,11 +64,19 @@ async def list_files(thread_id: ThreadId, srv: Srv, who: Who) -> FileList:
             if ref.id in seen:
                 continue
             seen.add(ref.id)
-            files.append(FileOut(
-                id=ref.id, name=ref.name, mime_type=ref.mime_type, size=ref.size, width=ref.width, height=ref.height,
-                message_seq=message.seq, url=f"/threads/{quote(thread_id, safe='')}/files/{quote(ref.id, safe='')}",
-                inline=ref.mime_type in INLINE_TYPES,
-            ))  # fmt: skip
+            files.append(
+                FileOut(
+                    id=ref.id,
+                    name=ref.name,
+                    mime_type=ref.mime_type,
+                    size=ref.size,
+                    width=ref.width,
+                    height=ref.height,
+                    message_seq=message.seq,
+                    url=f"/threads/{quote(thread_id, safe='')}/files/{quote(ref.id, safe='')}",
+                    inline=ref.mime_type in INLINE_TYPES,
+                )
+            )
     return FileList(files=files)
 
 
@@ -76,7 +87,9 @@ async def get_file(thread_id: ThreadId, file_id: FileId, srv: Srv, who: Who) -> 
     try:
         ref, data = await srv.runtime.storage.get_file(thread_id, file_id)
     except NotFoundError:
-        raise ApiError(404, "file_not_found", f"file {file_id[:80]!r} not found in this thread", "path.file_id") from None
+        raise ApiError(
+            404, "file_not_found", f"file {file_id[:80]!r} not found in this thread", "path.file_id"
+        ) from None
     inline = ref.mime_type in INLINE_TYPES
     media_type = _served_type(ref.mime_type)
     disposition = f"{'inline' if inline else 'attachment'}; filename*=UTF-8''{quote(ref.name, safe='')}"
