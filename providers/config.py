@@ -8,13 +8,9 @@ naming five providers works with the one key you have.
 
 from __future__ import annotations
 
-import ast
-import difflib
-import functools
-import importlib.util
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .provider_types import OFFLINE_TYPES, check_type, did_you_mean
 from .stream import ModelInfo
 
 __all__ = [
@@ -49,7 +46,7 @@ IN_PROCESS_BASE_URL = "http://in-process.invalid/v1"
 BUILTIN_TEST_ALIAS = "test"
 """A model alias every config has unless it defines its own: `providers.test_model.TestModel`, offline."""
 _BUILTIN_PROVIDER = "offline"
-_OFFLINE_TYPES = ("scripted", "offline")  # no key, OpenAI wire format
+
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "AIza", "xai-", "gsk_", "AKIA", "ghp_", "hf_", "pk-", "rk_")
@@ -102,7 +99,7 @@ class ProviderConfig(_Strict):
     @classmethod
     def _known_type(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_type(value)
+            check_type(value)
         return value
 
     @field_validator("api_key")
@@ -202,23 +199,23 @@ class ProvidersConfig(_Strict):
         for name, provider in self.providers.items():
             if provider.type is None:
                 try:
-                    _check_type(name)
+                    check_type(name)
                 except ValueError as exc:
                     why = f"{exc}: a provider without `type:` is named after its LiteLLM family; add `type: ...`"
                     problems.append((("providers", name), why))
         for alias, model in self.models.items():
             if model.provider not in providers:
-                hint = _did_you_mean(model.provider, providers)
+                hint = did_you_mean(model.provider, providers)
                 why = f"unknown provider '{model.provider}'{hint} (known: {_names(providers)})"
                 problems.append((("models", alias, "provider"), why))
             for i, target in enumerate(model.fallbacks):
                 if target not in models:
-                    why = f"unknown fallback alias '{target}'{_did_you_mean(target, models)} (known: {_names(models)})"
+                    why = f"unknown fallback alias '{target}'{did_you_mean(target, models)} (known: {_names(models)})"
                     problems.append((("models", alias, "fallbacks", i), why))
         problems += self._cycles()
         problems += self._offline_problems()
         if self.default_model is not None and self.default_model not in models:
-            hint = _did_you_mean(self.default_model, models)
+            hint = did_you_mean(self.default_model, models)
             why = f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"
             problems.append((("default_model",), why))
         return problems
@@ -280,7 +277,7 @@ class ProvidersConfig(_Strict):
         if name is None:
             raise ConfigError(f"no model alias given and no default_model set (known: {_names(self.models)})")
         if name not in self.models:
-            hint = _did_you_mean(name, self.models)
+            hint = did_you_mean(name, self.models)
             raise ConfigError(f"unknown model alias '{name}'{hint} (known: {_names(self.models)})")
         return name, self.models[name]
 
@@ -337,7 +334,7 @@ class ProvidersConfig(_Strict):
 
 def litellm_model(provider_type: str, model: str) -> str:
     """LiteLLM's `family/model` string; scripted and offline models speak the OpenAI wire format."""
-    family = "openai" if provider_type in _OFFLINE_TYPES else provider_type
+    family = "openai" if provider_type in OFFLINE_TYPES else provider_type
     return model if model.startswith(f"{family}/") else f"{family}/{model}"
 
 
@@ -349,47 +346,6 @@ def _dialect(provider_type: str, model: str) -> str:
 
 def _names(names: Mapping[str, Any] | set[str]) -> str:
     return ", ".join(sorted(names)) or "none"
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-_COMMON_TYPES = frozenset({"openai", "anthropic", "gemini", "vertex_ai", "azure", "bedrock", "openrouter", "ollama",
-                           "groq", "mistral", "xai", "deepseek", "together_ai", "fireworks_ai", "cohere"})  # fmt: skip
-
-
-@functools.cache
-def _litellm_provider_types() -> frozenset[str]:
-    """LiteLLM's provider families, read from its `LlmProviders` enum's source: importing
-    LiteLLM takes seconds, and a config is checked on every start. Empty if not found."""
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    path = Path(list(spec.submodule_search_locations)[0]) / "types" / "utils.py"
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return frozenset()
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
-            return frozenset(
-                stmt.value.value for stmt in node.body
-                if isinstance(stmt, ast.Assign)
-                and isinstance(stmt.value, ast.Constant)
-                and isinstance(stmt.value.value, str)
-            )  # fmt: skip
-    return frozenset()
-
-
-def _check_type(value: str) -> None:
-    if value in _OFFLINE_TYPES or value in _COMMON_TYPES:
-        return
-    known = _litellm_provider_types()
-    if known and value not in known:
-        hint = _did_you_mean(value, known | _COMMON_TYPES | set(_OFFLINE_TYPES)) or " (see LiteLLM's provider list)"
-        raise ValueError(f"unknown provider type '{value}'{hint}")
 
 
 def _looks_like_key(value: str) -> bool:
@@ -527,7 +483,7 @@ def _pydantic_problems(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> li
         loc = (*prefix, *err["loc"])
         if err["type"] == "extra_forbidden":
             fields = _fields_at(loc[:-1])
-            hint = _did_you_mean(str(loc[-1]), fields) if fields else ""
+            hint = did_you_mean(str(loc[-1]), fields) if fields else ""
             listed = f"; the fields here: {', '.join(sorted(fields))}" if fields and not hint else ""
             msg = f"unknown field{hint}{listed}"
         out.append((loc, msg))
