@@ -208,3 +208,10 @@ def test_the_summary_says_a_turn_was_cut_by_max_steps(tmp_path: Path) -> None:
     summary = out[out.index("Stopped:") :]
     assert summary.startswith("Stopped: max_steps (side a's turn ended by its max_steps")
     assert "this execution: steps 1 (a 1, b 0)" in summary and "thread total: tokens in" in summary
+
+
+def test_serve_with_a_config_typo_prints_the_problem_without_a_traceback(tmp_path: Path) -> None:
+    config = _write(tmp_path / "bad.yaml", "models:\n  fast: {provider: openai, model: gpt-4o, timeout: 0}\n")
+    code, out = _run("serve", "--config", str(config))
+    assert code == 1 and "Traceback" not in out
+    assert f"{config}, line 2: models.fast.provider: unknown provider 'openai'" in out
