@@ -225,7 +225,8 @@ class ProvidersConfig(_Strict):
 
         problems: list[tuple[tuple[str | int, ...], str]] = []
         for alias, model in self.models.items():
-            if model.provider in self.providers and self.provider_type(model.provider) == "offline":
+            offline = model.provider in self.providers and self.provider_type(model.provider) == "offline"
+            if offline and model.model:  # an empty name is the invalid entry reported on its own
                 problem = describe_answerer(model.model)
                 if problem:
                     problems.append((("models", alias, "model"), problem))
@@ -515,8 +516,10 @@ def _valid_part(data: dict[str, Any]) -> ProvidersConfig | None:
     for name, raw in _mapping(data.get("models")).items():
         try:
             models[str(name)] = ModelConfig.model_validate(raw)
-        except ValidationError:
-            pass
+        except ValidationError:  # reported already; its references are still worth checking
+            if isinstance(raw, dict) and isinstance(raw.get("provider"), str):
+                fallbacks = [f for f in raw.get("fallbacks") or [] if isinstance(f, str)]
+                models[str(name)] = ModelConfig.model_construct(provider=raw["provider"], model="", fallbacks=fallbacks)
     default = data.get("default_model")
     default = default if isinstance(default, str) else None
     return ProvidersConfig.model_construct(providers=providers, models=models, default_model=default)
