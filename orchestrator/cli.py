@@ -30,7 +30,9 @@ def main() -> None:
 @main.command()
 @click.argument("path", default=DEFAULT_PATH, type=click.Path(path_type=Path))
 @click.option("--config", "configs", multiple=True,
-              help="Also check this config: its MCP servers are started and their tools listed.")  # fmt: skip
+              help="Also check the config YAML (repeat to merge): its problems, that every prompt's model alias "
+              "exists and its provider tools fit the model's provider; its MCP servers are started and "
+              "their tools listed.")  # fmt: skip
 def check(path: Path, configs: tuple[str, ...]) -> None:
     """Check a definitions folder and print every problem found.
 
@@ -41,8 +43,9 @@ def check(path: Path, configs: tuple[str, ...]) -> None:
     from .loader import load_definitions
 
     defs = load_definitions(path, collect=True)
-    problems = [str(problem) for problem in defs.problems]
+    problems = [str(p) for p in defs.problems]
     if configs:
+        problems += _config_problems(defs, configs)
         problems += _mcp_check(defs, configs)
     for problem in problems:
         click.echo(problem)
@@ -50,9 +53,23 @@ def check(path: Path, configs: tuple[str, ...]) -> None:
         click.echo(warning)
     if problems:
         count = len(problems)
-        click.echo(f"{count} problem{'s' if count != 1 else ''} found in {path}", err=True)
+        click.echo(f"{count} problem{'s' if count != 1 else ''} found in {', '.join([str(path), *configs])}", err=True)
         raise SystemExit(1)
-    click.echo(f"{path}: {_summary(defs)}; no problems")
+    checked = f"; {', '.join(configs)}: valid, every prompt's model exists" if configs else ""
+    click.echo(f"{path}: {_summary(defs)}; no problems{checked}")
+
+
+def _config_problems(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
+    from providers.config import ConfigError, load_config
+
+    from . import settings  # noqa: F401 - registers the `runtime:` section's checks
+    from .model_checks import model_problems
+
+    try:
+        config = load_config(*configs)
+    except ConfigError as exc:
+        return [str(exc)]
+    return [str(p) for p in model_problems(defs, config)]
 
 
 @main.command()
@@ -167,10 +184,8 @@ def _mcp_check(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
             if not ref.startswith("mcp:"):
                 continue
             server, _, tool = ref.removeprefix("mcp:").partition("/")
-            listing = listings.get(server)
-            if server not in listings:
-                problems.append(f"prompt {name!r}: {ref!r} names MCP server {server!r}, which the config does not declare")
-            elif tool and not isinstance(listing, Exception) and tool not in {t.name for t in listing}:
+            listing = listings.get(server)  # an undeclared server is a problem of _config_problems
+            if listing is not None and tool and not isinstance(listing, Exception) and tool not in {t.name for t in listing}:
                 problems.append(f"prompt {name!r}: {ref!r}: MCP server {server!r} offers no allowed tool {tool!r}")
     return problems
 
@@ -240,40 +255,54 @@ def _plural(count: int, noun: str) -> str:
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
 @click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True,
               help="Config YAML; repeat to merge a local override over the base.")  # fmt: skip
-@click.option("--model", help="Run every prompt on this model alias, live (e.g. fast, smart).")
+@click.option("--model", help="Run every prompt on this model alias (e.g. fast; `test`: offline), "
+              "or offline on a script file (turns.yaml) or a function (module:function).")  # fmt: skip
 @click.option("--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette.")
 @click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), help="Replay a recorded cassette instead of calling providers.")
-@click.option("-m", "--message", "messages", multiple=True, help="A person's message (ai_human agents); repeat for several turns.")
+@click.option("-m", "--message", "messages", multiple=True,
+              help="A person's message (ai_human agents); repeat for several turns. Or pipe lines "
+              "on stdin.")  # fmt: skip
 @click.option("--arg", "args", multiple=True, help="A creation argument KEY=VALUE (VALUE may be JSON).")
 @click.option("--db", help="Storage URL or SQLite path (default: the config's runtime.storage).")
 @click.option("--log-level", default="WARNING", show_default=True, help="Structured logs go to stderr at this level.")
+@click.option("--traceback", "show_traceback", is_flag=True,
+              help="On errors, print the traceback; show tools' stored tracebacks.")  # fmt: skip
 def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, record: str | None, replay_file: str | None,
-        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str) -> None:  # fmt: skip
+        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str,
+        show_traceback: bool) -> None:  # fmt: skip
     """Run a conversation with AGENT and show it live.
 
     With no --model, agents on the embedded `demo` model replay their shipped
-    cassette (cassettes/AGENT.json), so this works offline with no API key.
+    cassette (cassettes/AGENT.json), so this works offline with no API key;
+    `--model test` runs any agent offline. For an ai_human agent, each line
+    piped on stdin is a person's message.
     """
     import asyncio
 
+    from .cli_errors import errors_as_messages
     from .logs import configure_logging
     from .session import SessionOptions, default_cassette, run_session
 
-    configure_logging(log_level)
-    if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
-        cassette = default_cassette(agent)
-        if not cassette.exists():
-            raise click.ClickException(f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass --model ALIAS to run it live, or --replay FILE")
-        replay_file = str(cassette)
-        click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
-    interactive = not messages and sys.stdin.isatty()
-    options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
-                             messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
-                             storage=(db or ":memory:") if replay_file else db, interactive=interactive)  # fmt: skip
-    try:
+    verbose = show_traceback or log_level.upper() == "DEBUG"
+    _import_litellm_in_background()
+    with errors_as_messages(traceback=verbose):
+        configure_logging(log_level)
+        if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
+            cassette = default_cassette(agent)
+            if not cassette.exists():
+                raise click.ClickException(
+                    f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass "
+                    "--model test to run it offline, --model ALIAS to run it live, or --replay FILE"
+                )
+            replay_file = str(cassette)
+            click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
+        interactive = not messages and sys.stdin.isatty()
+        options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
+                                 messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
+                                 storage=(db or ":memory:") if replay_file else db, interactive=interactive,
+                                 read_stdin=not messages and not interactive and not replay_file,
+                                 verbose=verbose)  # fmt: skip
         asyncio.run(run_session(options))
-    except Exception as exc:  # one clear line, not a traceback
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     if record:
         click.echo(f"recorded to {record}", err=True)
 
@@ -283,7 +312,8 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
 @click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True)
 @click.option("--quiet", is_flag=True, help="Only print the verdict.")
-def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> None:
+@click.option("--traceback", "show_traceback", is_flag=True, help="On errors, print the traceback.")
+def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show_traceback: bool) -> None:
     """Re-run a recorded session and report whether its messages and tool calls match."""
     import asyncio
 
@@ -298,10 +328,10 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> N
         raise click.ClickException(f"{cassette}: no 'agent' in the cassette's metadata; record it with `orchestrator run AGENT --record FILE`")
     options = SessionOptions(agent=meta["agent"], path=path, config=configs, replay=cassette, messages=meta.get("messages", []),
                              arguments=meta.get("arguments") or None, storage=":memory:", show=not quiet)  # fmt: skip
-    try:
+    from .cli_errors import errors_as_messages
+
+    with errors_as_messages(traceback=show_traceback):
         _, messages = asyncio.run(run_session(options))
-    except Exception as exc:
-        raise click.ClickException(f"replay failed: {type(exc).__name__}: {exc}") from None
     problems = compare(meta.get("transcript", []), transcript(messages))
     for problem in problems:
         click.echo(problem)
@@ -310,17 +340,35 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool) -> N
     click.echo(f"{cassette}: replay matches the recording ({len(messages)} messages)")
 
 
+def _import_litellm_in_background() -> None:
+    """Start LiteLLM's import (seconds) now, beside loading definitions, config and storage,
+    rather than after them: the first model request needs it either way."""
+    import threading
+
+    def load() -> None:
+        from providers.client import warm_up
+
+        warm_up()
+
+    threading.Thread(target=load, name="litellm-import", daemon=True).start()
+
+
 def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:
     from providers.config import load_config
 
     from .loader import load_definitions
+
+    from . import settings  # noqa: F401 - registers the `runtime:` section's checks
 
     definitions, config = load_definitions(path), load_config(*configs)
     target = definitions.agents.get(agent)
     if target is None:
         raise click.ClickException(f"unknown agent {agent!r}; known agents: {', '.join(sorted(definitions.agents)) or 'none'}")
     sides = [s for s in (target.side_a, target.side_b) if s is not None]
-    return all(config.model_info(definitions.prompts[s.prompt].model).provider_type == "scripted" for s in sides)
+    prompts = [definitions.prompts[s.prompt] for s in sides if s.prompt in definitions.prompts]
+    if any(p.model not in (None, *config.models) for p in prompts) or config.default_model is None:
+        return False  # Runtime.open reports the unknown alias, naming the prompt
+    return all(config.model_info(p.model).provider_type == "scripted" for p in prompts)
 
 
 def _recorded_messages(cassette: str | None) -> tuple[str, ...]:

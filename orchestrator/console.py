@@ -11,12 +11,14 @@ from .messages import Event
 class ConsoleView:
     """Renders events as they arrive. Plain text when the output is not a TTY."""
 
-    def __init__(self, side_names: dict[str, str], *, console: Any = None) -> None:
+    def __init__(self, side_names: dict[str, str], *, console: Any = None, verbose: bool = False) -> None:
         from rich.console import Console
 
         self.console = console or Console(highlight=False)
         self.side_names = side_names
+        self.verbose = verbose  # show a failed tool's stored (redacted) traceback
         self._speaking: tuple[str, int] | None = None
+        self._turn_end: tuple[str, str] | None = None  # (side, reason) of the last top-level turn
 
     def _line(self, text: str, style: str | None = None) -> None:
         if self._speaking is not None:
@@ -49,19 +51,48 @@ class ConsoleView:
         self._line(f"{'    ' * data.get('depth', 0)}  ⚙ {data.get('name')}{progress} …", "yellow")
 
     def _on_tool_result(self, data: dict[str, Any]) -> None:
-        content = (data.get("content") or "").replace("\n", " ")
-        if len(content) > 100:
+        indent = "    " * data.get("depth", 0)
+        content = data.get("content") or ""
+        if data.get("tool_status") == "success":
+            content = content.replace("\n", " ")
+            content = content if len(content) <= 100 else content[:97] + "..."
+            self._line(f"{indent}    ✓ {data.get('name')}: {content}", "yellow")
+            self._attachments(data, indent)
+            return
+        self._line(f"{indent}    ✗ {data.get('name')}: {content}", "red")  # in full: the developer needs all of it
+        stack = (data.get("metadata") or {}).get("stack")
+        if stack and self.verbose:
+            self._line("\n".join(f"{indent}      {line}" for line in stack.rstrip().splitlines()), "dim")
+        elif stack:
+            hint = "(traceback stored with the message; --traceback or --log-level DEBUG shows it)"
+            self._line(f"{indent}      {hint}", "dim")
+
+    def _on_tool_invoked(self, data: dict[str, Any]) -> None:
+        self._line(f"{'    ' * data.get('depth', 0)}      ↳ {data.get('name')} (invoked by a tool) …", "yellow")
+
+    def _on_tool_invoked_result(self, data: dict[str, Any]) -> None:
+        ok = data.get("tool_status") == "success"
+        content = str(data.get("content") or "").replace("\n", " ")
+        if ok and len(content) > 100:
             content = content[:97] + "..."
-        mark = "✓" if data.get("tool_status") == "success" else "✗"
-        self._line(f"{'    ' * data.get('depth', 0)}    {mark} {data.get('name')}: {content}", "yellow" if mark == "✓" else "red")
+        indent = "    " * data.get("depth", 0)
+        self._line(f"{indent}        {'✓' if ok else '✗'} {data.get('name')}: {content}", "yellow" if ok else "red")
 
     def _on_message_created(self, data: dict[str, Any]) -> None:
         if data.get("role") == "user" and data.get("side") == "b" and data.get("depth", 0) == 0 and not self._speaking:
             self._line(f"[B · person] {data.get('content')}", "bold green")
         elif data.get("side") is None:
             self._line(f"  ✉ injected {data.get('role')}: {data.get('content')}", "dim")
+        self._attachments(data, "    " * data.get("depth", 0))
+
+    def _attachments(self, data: dict[str, Any], indent: str) -> None:
+        for ref in data.get("attachments") or []:
+            size = _size(int(ref.get("size") or 0))
+            self._line(f"{indent}      📎 {ref.get('name')} ({ref.get('mime_type')}, {size}) id {ref.get('id')}", "cyan")
 
     def _on_turn_ended(self, data: dict[str, Any]) -> None:
+        if data.get("depth", 0) == 0 and data.get("side") and data.get("reason"):
+            self._turn_end = (data["side"], data["reason"])
         if self._speaking is not None:
             self.console.print()
             self._speaking = None
@@ -79,11 +110,28 @@ class ConsoleView:
         u = result.usage
         self._line("")
         self.console.print(
-            f"Stopped: {result.reason} (by side {result.stopped_by or '-'}) · steps {result.step_count} "
-            f"(a {result.side_a_step_count}, b {result.side_b_step_count}) · tokens in {u.input_tokens} / out {u.output_tokens} "
-            f"· cost ${u.cost:.6f}",
+            f"Stopped: {self._why(result)} · this execution: steps {result.step_count} "
+            f"(a {result.side_a_step_count}, b {result.side_b_step_count}) · thread total: tokens in {u.input_tokens} "
+            f"/ out {u.output_tokens}, cost ${u.cost:.6f}",
             style="bold", markup=False,
         )
+
+    def _why(self, result: Any) -> str:
+        """The execution's reason; `rest` (waiting for the person) says how the last turn ended."""
+        by = f" by side {result.stopped_by}" if result.stopped_by else ""
+        if result.reason != "rest":
+            return f"{result.reason}{by}"
+        if self._turn_end is None:
+            return "rest (waiting for the next message)"
+        side, reason = self._turn_end
+        label = {"max_steps": "its max_steps", "response": "an answer"}.get(reason, reason)
+        return f"{reason} (side {side}'s turn ended by {label}; the thread waits for the next message)"
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    return f"{count / 1024:.1f} KB" if count < 1024**2 else f"{count / 1024**2:.1f} MB"
 
 
 _QUIET = frozenset({"thread_created", "execution_started", "turn_started", "step_started", "execution_stopped", "message_updated"})

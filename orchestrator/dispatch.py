@@ -148,12 +148,30 @@ class Dispatcher:
         return self._truncate(result), context.queue
 
     async def _invoke(self, name: str, args: dict[str, Any], parent: ToolCallContext) -> ToolResult:
+        """`state.invoke_tool`: run now, with `tool_invoked` / `tool_invoked_result` events
+        (under the calling tool's id) so the page and the CLI show the nested call."""
+        call_id = f"invoked_{uuid.uuid4().hex[:12]}"
+        where = {"id": call_id, "parent_id": parent.call_id, "name": name, "side": self._step.side,
+                 "depth": self._step.depth}  # fmt: skip
+        bus, thread_id = self._services.bus, self._step.state.thread_id
+        bus.publish(thread_id, "tool_invoked", {**where, "arguments": args})
+        try:
+            result = await self._invoke_now(call_id, name, args, parent)
+        except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
+            failed = {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"}
+            bus.publish(thread_id, "tool_invoked_result", failed)
+            raise
+        content = result.result if result.status == "success" else result.error
+        bus.publish(thread_id, "tool_invoked_result", {**where, "tool_status": result.status, "content": content or ""})
+        return result
+
+    async def _invoke_now(self, call_id: str, name: str, args: dict[str, Any], parent: ToolCallContext) -> ToolResult:
         if name in parent.chain:
             raise ToolUseError(f"invoke_tool cycle: {' -> '.join(parent.chain + (name,))}")
         if len(parent.chain) >= self._settings.max_invoke_depth:
             raise ToolUseError(f"invoke_tool depth limit ({self._settings.max_invoke_depth}) reached: {' -> '.join(parent.chain + (name,))}")
         target = self._services.definitions.resolve_callable(name)
-        call = ToolCall(id=f"invoked_{uuid.uuid4().hex[:12]}", name=name, arguments=json.dumps(args))
+        call = ToolCall(id=call_id, name=name, arguments=json.dumps(args))
         parsed, error = _parse_arguments(call, target.args)
         if error is not None:
             return error

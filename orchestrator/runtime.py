@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from .definitions import AgentDefinition, DefinitionError, MessageArgs, ToolDefinition
+from .definitions import AgentDefinition, DefinitionError, MessageArgs
 from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute
@@ -99,8 +99,12 @@ class Runtime:
         config: str | Path | Sequence[str | Path] | Any = "configs/default.yaml",
         storage: str | Storage | None = None,
         settings: RuntimeSettings | None = None,
+        model: str | None = None,
     ) -> Runtime:
-        """Load definitions and config now (errors surface here); storage opens on first use."""
+        """Load definitions and config now (errors surface here); storage opens on first use.
+
+        `model` runs every prompt on that alias, or on an offline model: `test`,
+        a script file or `module:function` (see `providers.offline`)."""
         from providers.config import ProvidersConfig, load_config
 
         from .loader import load_definitions
@@ -112,6 +116,11 @@ class Runtime:
             paths = [config] if isinstance(config, (str, Path)) else list(config)
             providers_config = load_config(*paths)
         settings = settings or _settings_from(providers_config)
+        if model is not None:
+            if model not in providers_config.models:
+                providers_config.add_offline_model(model)
+            providers_config.model_info(model)
+            settings = settings.model_copy(update={"model": model})
         store = open_storage(storage or settings.storage) if not isinstance(storage, Storage) else storage
         return cls(definitions, config=providers_config, storage=store, settings=settings)
 
@@ -175,30 +184,13 @@ class Runtime:
 
     def _check_models(self) -> None:
         """Every prompt's model alias exists, and provider tools match their model's provider."""
-        from .toolset import check_provider_tool
+        from .model_checks import model_problems
 
-        for name, prompt in self.definitions.prompts.items():
-            info = self.config.model_info(self.settings.model or prompt.model)
-            for tool_name in prompt.tools:
-                if tool_name.startswith("mcp:"):
-                    self._check_mcp_reference(name, tool_name)
-                    continue
-                target = self.definitions.resolve_callable(tool_name)
-                if isinstance(target, ToolDefinition) and target.execution_mode == "provider":
-                    try:
-                        check_provider_tool(tool_name, target, info.provider_type)
-                    except DefinitionError as exc:
-                        raise DefinitionError(f"prompt {name!r}: {exc}") from None
-
-    def _check_mcp_reference(self, prompt: str, ref: str) -> None:
-        server = ref.removeprefix("mcp:").partition("/")[0]
-        servers = getattr(self.config, "mcp_servers", {}) or {}
-        if server not in servers:
-            known = ", ".join(sorted(servers)) or "none"
-            raise DefinitionError(
-                f"prompt {prompt!r}: tool {ref!r} names MCP server {server!r}, "
-                f"which is not under mcp_servers in the config (known: {known})"
-            )
+        problems = model_problems(self.definitions, self.config, override=self.settings.model)
+        if problems:
+            count = len(problems)
+            raise DefinitionError("\n".join([f"{count} prompt{'s' if count != 1 else ''} cannot run on their model:",
+                                             *(str(p) for p in problems)]))  # fmt: skip
 
     # -- threads -----------------------------------------------------------
     async def create_thread(self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> Thread:

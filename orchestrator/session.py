@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,12 @@ class SessionOptions:
     storage: str | None = None
     show: bool = True
     interactive: bool = False
+    read_stdin: bool = False  # each line of stdin is a person's message (ai_human); EOF ends
+    verbose: bool = False  # show tools' stored tracebacks
+
+
+class NothingToSend(ValueError):
+    """An ai_human run had no message: not on the command line, stdin, or a prompt."""
 
 
 def transcript(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -92,13 +99,8 @@ def default_cassette(agent: str) -> Path:
 
 
 def build_runtime(options: SessionOptions) -> Runtime:
-    from .settings import RuntimeSettings
-
-    runtime = Runtime.from_path(options.path, config=list(options.config), storage=options.storage)
-    if options.model:
-        runtime.config.model_info(options.model)  # fail fast on an unknown alias
-        runtime.settings = RuntimeSettings.model_validate({**runtime.settings.model_dump(), "model": options.model})
-    return runtime
+    config = list(options.config)
+    return Runtime.from_path(options.path, config=config, storage=options.storage, model=options.model or None)
 
 
 async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, list[Message]]:
@@ -120,20 +122,27 @@ async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, 
 async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | None:
     from .console import ConsoleView
 
-    view = ConsoleView(_side_names(thread)) if options.show else None
+    view = ConsoleView(_side_names(thread), verbose=options.verbose) if options.show else None
     watcher = asyncio.create_task(_watch(thread, view)) if view else None
     result: ExecutionResult | None = None
     try:
         if thread.agent.type == "dual_ai":
             result = await thread.run()
         else:
+            sent = 0
             for text in options.messages:
                 result = await thread.send(text)
-            while options.interactive:
-                text = await asyncio.to_thread(_prompt)
+                sent += 1
+            while options.interactive or options.read_stdin:
+                text = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
                 if text is None:
                     break
-                result = await thread.send(text)
+                if text:
+                    result = await thread.send(text)
+                    sent += 1
+            if not sent and not options.interactive:
+                raise NothingToSend(f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "
+                                    "pass -m TEXT (repeat for more turns) or pipe lines on stdin")  # fmt: skip
     finally:
         if watcher is not None:
             await asyncio.sleep(0)
@@ -143,6 +152,12 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
     if view is not None and result is not None:
         view.summary(result)
     return result
+
+
+def _stdin_line() -> str | None:
+    """The next line of stdin, stripped ("" for a blank one); None at EOF."""
+    line = sys.stdin.readline()
+    return line.strip() if line else None
 
 
 def _prompt() -> str | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.config import register_section
+
 
 class SandboxSettings(BaseModel):
     """`runtime.sandbox`: what `run_code` may hold at once in this process (each run reserves 128 MiB)."""
@@ -37,3 +39,6 @@ class RuntimeSettings(BaseModel):
     trace_content: bool = Field(default=False, description="Record model input and output (redacted) on OpenTelemetry spans.")
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Process-wide run_code budget.")
     env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")
+
+
+register_section("runtime", RuntimeSettings)  # its problems are reported with the config's others, with lines

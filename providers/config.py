@@ -18,11 +18,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .provider_types import OFFLINE_TYPES, check_type, did_you_mean
 from .stream import ModelInfo
 
 __all__ = [
+    "BUILTIN_TEST_ALIAS",
     "ConfigError",
     "McpServerConfig",
+    "IN_PROCESS_BASE_URL",
     "ModelConfig",
     "Price",
     "ProviderConfig",
@@ -33,11 +36,18 @@ __all__ = [
     "SCRIPTED_BASE_URL",
     "config_from_dict",
     "load_config",
+    "register_section",
 ]
 
 SCRIPTED_BASE_URL = "http://scripted.invalid/v1"
 """Where a `type: scripted` provider sends requests; a ScriptedModel mounted there answers."""
 SCRIPTED_API_KEY = "scripted-dummy-key"
+IN_PROCESS_BASE_URL = "http://in-process.invalid/v1"
+"""Where `type: offline` providers send requests; answered in this process (see `providers.offline`)."""
+BUILTIN_TEST_ALIAS = "test"
+"""A model alias every config has unless it defines its own: `providers.test_model.TestModel`, offline."""
+_BUILTIN_PROVIDER = "offline"
+
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _KEY_PREFIXES = ("sk-", "sk_", "sk-ant-", "AIza", "xai-", "gsk_", "AKIA", "ghp_", "hf_", "pk-", "rk_")
@@ -85,6 +95,13 @@ class ProviderConfig(_Strict):
         "auto",
         description="auto: OpenAI-wire providers are read by the runtime (LiteLLM still builds the request); litellm: always litellm.acompletion",
     )
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_type(value)
+        return value
 
     @field_validator("api_key")
     @classmethod
@@ -191,6 +208,25 @@ class ProvidersConfig(_Strict):
     server: dict[str, Any] = Field(default_factory=dict)  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # tools from MCP servers (orchestrator.mcp)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_test_alias(cls, data: Any) -> Any:
+        """Add `test` (on an `offline` provider) unless the config has its own."""
+        if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
+            return data
+        providers = data.get("providers") or {}
+        if BUILTIN_TEST_ALIAS in (data.get("models") or {}) or not isinstance(providers, dict):
+            return data
+        own = providers.get(_BUILTIN_PROVIDER)
+        if own is not None and not (isinstance(own, dict) and own.get("type") == "offline"):
+            return data  # the config's own `offline` provider is something else: no built-in alias
+        builtin = {"provider": _BUILTIN_PROVIDER, "model": "test", "retry": {"attempts": 1}, "timeout": 30}
+        return {
+            **data,
+            "providers": {**providers, _BUILTIN_PROVIDER: own or {"type": "offline"}},
+            "models": {**(data.get("models") or {}), BUILTIN_TEST_ALIAS: builtin},
+        }
+
     @model_validator(mode="after")
     def _references_hold(self, info: ValidationInfo) -> ProvidersConfig:
         if info.context and info.context.get("skip_references"):
@@ -200,22 +236,68 @@ class ProvidersConfig(_Strict):
             raise ValueError("; ".join(f"{'.'.join(map(str, loc))}: {msg}" for loc, msg in problems))
         return self
 
-    def reference_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
-        """Cross-references pydantic cannot see: providers, fallbacks, default_model."""
+    def reference_problems(
+        self, *, defined_providers: set[str] | None = None, defined_models: set[str] | None = None
+    ) -> list[tuple[tuple[str | int, ...], str]]:
+        """Cross-references pydantic cannot see: providers, fallbacks, default_model.
+
+        `defined_*`: names that exist even if their entry is invalid (reported on its own)."""
+        providers = defined_providers if defined_providers is not None else set(self.providers)
+        models = defined_models if defined_models is not None else set(self.models)
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        for name, provider in self.providers.items():
+            if provider.type is None:
+                try:
+                    check_type(name)
+                except ValueError as exc:
+                    why = f"{exc}: a provider without `type:` is named after its LiteLLM family; add `type: ...`"
+                    problems.append((("providers", name), why))
         for alias, model in self.models.items():
-            if model.provider not in self.providers:
-                problems.append((("models", alias, "provider"), f"unknown provider '{model.provider}' (known: {_names(self.providers)})"))
+            if model.provider not in providers:
+                hint = did_you_mean(model.provider, providers)
+                why = f"unknown provider '{model.provider}'{hint} (known: {_names(providers)})"
+                problems.append((("models", alias, "provider"), why))
             for i, target in enumerate(model.fallbacks):
-                if target not in self.models:
-                    problems.append((("models", alias, "fallbacks", i), f"unknown fallback alias '{target}' (known: {_names(self.models)})"))
+                if target not in models:
+                    why = f"unknown fallback alias '{target}'{did_you_mean(target, models)} (known: {_names(models)})"
+                    problems.append((("models", alias, "fallbacks", i), why))
         problems += self._cycles()
+        problems += self._offline_problems()
         for name in self.mcp_servers:
             if not _MCP_NAME.match(name):
                 problems.append((("mcp_servers", name), f"server name {name!r} may hold only letters, digits, '_' and '-'"))
-        if self.default_model is not None and self.default_model not in self.models:
-            problems.append((("default_model",), f"default_model '{self.default_model}' is not defined under models (known: {_names(self.models)})"))
+        if self.default_model is not None and self.default_model not in models:
+            hint = did_you_mean(self.default_model, models)
+            why = f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"
+            problems.append((("default_model",), why))
         return problems
+
+    def _offline_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        from .offline import describe_answerer
+
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        for alias, model in self.models.items():
+            offline = model.provider in self.providers and self.provider_type(model.provider) == "offline"
+            if offline and model.model:  # an empty name is the invalid entry reported on its own
+                problem = describe_answerer(model.model)
+                if problem:
+                    problems.append((("models", alias, "model"), problem))
+        return problems
+
+    def add_offline_model(self, model: str) -> str:
+        """An alias answering with `model` offline (a script file or `module:function`), for `--model`."""
+        from .offline import describe_answerer
+
+        problem = describe_answerer(model)
+        if problem:
+            raise ConfigError(
+                f"--model {model}: not a model alias ({_names(self.models)}) and not an offline model: {problem}"
+            )
+        candidates = (_BUILTIN_PROVIDER, f"_{_BUILTIN_PROVIDER}")
+        name = next(n for n in candidates if n not in self.providers or self.provider_type(n) == "offline")
+        self.providers.setdefault(name, ProviderConfig(type="offline"))
+        self.models[model] = ModelConfig(provider=name, model=model, retry=RetryPolicy(attempts=1))
+        return model
 
     def _cycles(self) -> list[tuple[tuple[str | int, ...], str]]:
         problems: list[tuple[tuple[str | int, ...], str]] = []
@@ -248,7 +330,8 @@ class ProvidersConfig(_Strict):
         if name is None:
             raise ConfigError(f"no model alias given and no default_model set (known: {_names(self.models)})")
         if name not in self.models:
-            raise ConfigError(f"unknown model alias '{name}' (known: {_names(self.models)})")
+            hint = did_you_mean(name, self.models)
+            raise ConfigError(f"unknown model alias '{name}'{hint} (known: {_names(self.models)})")
         return name, self.models[name]
 
     def provider_type(self, provider: str) -> str:
@@ -286,6 +369,8 @@ class ProvidersConfig(_Strict):
         ptype = provider.type or name
         if ptype == "scripted":
             return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None, provider.stream)
+        if ptype == "offline":  # read as a scripted (OpenAI wire) stream, served in this process
+            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, IN_PROCESS_BASE_URL, None, {}, {}, None, "auto")
         ref = _ENV_REF.fullmatch(provider.api_key or "")
         return ResolvedProvider(
             name=name,
@@ -301,8 +386,8 @@ class ProvidersConfig(_Strict):
 
 
 def litellm_model(provider_type: str, model: str) -> str:
-    """LiteLLM's `family/model` string; scripted models speak the OpenAI wire format."""
-    family = "openai" if provider_type == "scripted" else provider_type
+    """LiteLLM's `family/model` string; scripted and offline models speak the OpenAI wire format."""
+    family = "openai" if provider_type in OFFLINE_TYPES else provider_type
     return model if model.startswith(f"{family}/") else f"{family}/{model}"
 
 
@@ -312,8 +397,8 @@ def _dialect(provider_type: str, model: str) -> str:
     return _DIALECTS.get(provider_type, "openai")
 
 
-def _names(mapping: Mapping[str, Any]) -> str:
-    return ", ".join(sorted(mapping)) or "none"
+def _names(names: Mapping[str, Any] | set[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
 
 
 def _looks_like_key(value: str) -> bool:
@@ -434,21 +519,109 @@ def _where(loc: tuple[Any, ...], marks: _Marks, source: str) -> str:
     return source
 
 
+def register_section(name: str, model: type[BaseModel]) -> None:
+    """Validate the top-level `name:` section with `model` when a config loads, so its
+    problems are reported with the others, with file and line (e.g. `runtime`)."""
+    _SECTIONS[name] = model
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {}
+_Problem = tuple[tuple[Any, ...], str]
+
+
 def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
+    """Validate everything and report every problem at once, each with file and line."""
+    problems: list[_Problem] = []
     try:
-        config = ProvidersConfig.model_validate(data, context={"skip_references": True})
+        config: ProvidersConfig | None = ProvidersConfig.model_validate(data, context={"skip_references": True})
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            field = ".".join(map(str, loc)) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            lines.append(f"{_where(loc, marks, source)}: {field}: {msg}")
-        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines)) from None
-    problems = config.reference_problems()
+        config = None
+        problems += _pydantic_problems(exc)
+    partial = config or _valid_part(data)
+    if partial is not None:
+        problems += partial.reference_problems(
+            defined_providers=set(_mapping(data.get("providers"))) | set(partial.providers),
+            defined_models=set(_mapping(data.get("models"))) | set(partial.models),
+        )
+    problems += _section_problems(data)
     if problems:
-        lines = [f"{_where(loc, marks, source)}: {'.'.join(map(str, loc))}: {msg}" for loc, msg in problems]
-        raise ConfigError("invalid providers config:\n  " + "\n  ".join(lines))
+        found = {(_where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems}
+        lines = [f"{where}: {field}: {msg}" for where, field, msg in sorted(found, key=_line_order)]
+        raise ConfigError(f"invalid providers config ({_plural(len(lines))}):\n  " + "\n  ".join(lines))
+    assert config is not None
     return config
+
+
+def _pydantic_problems(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> list[_Problem]:
+    out: list[_Problem] = []
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = (*prefix, *err["loc"])
+        if err["type"] == "extra_forbidden":
+            fields = _fields_at(loc[:-1])
+            hint = did_you_mean(str(loc[-1]), fields) if fields else ""
+            listed = f"; the fields here: {', '.join(sorted(fields))}" if fields and not hint else ""
+            msg = f"unknown field{hint}{listed}"
+        out.append((loc, msg))
+    return out
+
+
+def _fields_at(loc: tuple[Any, ...]) -> set[str]:
+    """The field names allowed at `loc`, for a did-you-mean on an unknown one."""
+    model: type[BaseModel] | None = None
+    if not loc:
+        model = ProvidersConfig
+    elif loc[0] in _SECTIONS and len(loc) == 1:
+        model = _SECTIONS[loc[0]]
+    elif loc[0] == "providers" and len(loc) == 2:
+        model = ProviderConfig
+    elif loc[0] == "models" and len(loc) in (2, 3):
+        model = ModelConfig if len(loc) == 2 else {"retry": RetryPolicy, "price": Price}.get(str(loc[2]))
+    return set(model.model_fields) if model is not None else set()
+
+
+def _valid_part(data: dict[str, Any]) -> ProvidersConfig | None:
+    """The entries that validate on their own, so cross-references can still be checked."""
+    providers, models = {}, {}
+    for name, raw in _mapping(data.get("providers")).items():
+        try:
+            providers[str(name)] = ProviderConfig.model_validate(raw or {})
+        except ValidationError:
+            pass
+    for name, raw in _mapping(data.get("models")).items():
+        try:
+            models[str(name)] = ModelConfig.model_validate(raw)
+        except ValidationError:  # reported already; its references are still worth checking
+            if isinstance(raw, dict) and isinstance(raw.get("provider"), str):
+                fallbacks = [f for f in raw.get("fallbacks") or [] if isinstance(f, str)]
+                models[str(name)] = ModelConfig.model_construct(provider=raw["provider"], model="", fallbacks=fallbacks)
+    default = data.get("default_model")
+    default = default if isinstance(default, str) else None
+    return ProvidersConfig.model_construct(providers=providers, models=models, default_model=default)
+
+
+def _section_problems(data: dict[str, Any]) -> list[_Problem]:
+    out: list[_Problem] = []
+    for name, model in _SECTIONS.items():
+        raw = data.get(name)
+        if raw is None:
+            continue
+        try:
+            model.model_validate(raw)
+        except ValidationError as exc:
+            out += _pydantic_problems(exc, (name,))
+    return out
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _line_order(entry: tuple[str, str, str]) -> tuple[str, int]:
+    where = entry[0]
+    file, _, line = where.rpartition(", line ")
+    return (file, int(line)) if line.isdigit() else (where, 0)
+
+
+def _plural(count: int) -> str:
+    return f"{count} problem{'s' if count != 1 else ''}"

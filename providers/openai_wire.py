@@ -105,7 +105,9 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
     import httpx
     from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
 
-    client = get_async_httpx_client(llm_provider="openai")
+    from .offline import in_process_client
+
+    client = in_process_client(request.url) or get_async_httpx_client(llm_provider="openai")
     response = None
     finished = False
     try:

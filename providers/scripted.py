@@ -12,6 +12,10 @@ parsing run exactly as in production. Use it with a `type: scripted` provider
 `wire="anthropic"` / `"gemini"` serve those providers' real endpoints instead,
 for tests of the other parsers. Faults (`ScriptedFault`, `cut_after`,
 `malformed`, `hang_after`) exercise retries, restarts and cancellation.
+
+`transport()` serves the same bytes on an in-memory httpx transport instead
+of respx: `providers.offline` uses it for `type: offline` models (the built-in
+`test` alias, script files, Python functions), with nothing patched globally.
 """
 
 from __future__ import annotations
@@ -69,11 +73,15 @@ Step = ScriptedResponse | ScriptedFault
 
 
 class ScriptedModel:
-    def __init__(self, responses: list[Step] | Callable[[dict[str, Any]], Step], *, wire: Wire = "openai"):
+    def __init__(
+        self, responses: list[Step] | Callable[[dict[str, Any]], Step], *, wire: Wire = "openai", keep_requests: bool = True
+    ):
         if wire not in _DEFAULT_BASE:
             raise ValueError(f"wire must be one of {sorted(_DEFAULT_BASE)}, got {wire!r}")
         self.wire: Wire = wire
         self._script = responses
+        self._keep_requests = keep_requests  # off for long-lived in-process models
+        self._served = 0
         self.requests: list[dict[str, Any]] = []  # JSON bodies received, in order
         self.streams_opened = 0
         self.streams_closed = 0
@@ -108,19 +116,25 @@ class ScriptedModel:
 
     # -- answering -----------------------------------------------------------
 
+    def transport(self) -> httpx.MockTransport:
+        """An in-memory httpx transport answering every request with this model."""
+        return httpx.MockTransport(self._handle)
+
     def _next_step(self, body: dict[str, Any]) -> Step | None:
         if callable(self._script):
             return self._script(body)
-        index = len(self.requests) - 1
+        index = self._served - 1
         return self._script[index] if index < len(self._script) else None
 
     def _handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
-        self.requests.append(body)
+        self._served += 1
+        if self._keep_requests:
+            self.requests.append(body)
         step = self._next_step(body)
         if step is None:
             count = len(self._script) if isinstance(self._script, list) else 0
-            return _error(400, f"scripted model: script exhausted after {count} responses (request #{len(self.requests)})")
+            return _error(400, f"scripted model: script exhausted after {count} responses (request #{self._served})")
         if isinstance(step, ScriptedFault):
             return _error(step.status, step.message, step.headers)
         model = str(body.get("model") or request.url.path.rsplit("/", 1)[-1].split(":")[0])
@@ -131,7 +145,7 @@ class ScriptedModel:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
 
     def _events(self, step: ScriptedResponse, model: str) -> list[bytes]:
-        n = len(self.requests)
+        n = self._served
         calls = [
             SSECall(call.name, call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
                     id=f"{'toolu' if self.wire == 'anthropic' else 'call'}_{n:02d}_{i}")

@@ -109,3 +109,33 @@ def test_person_types_into_an_ai_human_thread(server: LiveServer, page: object) 
     expect(p.locator("#status")).to_contain_text("stopped: rest")
     ARTIFACTS.mkdir(exist_ok=True)
     p.screenshot(path=str(ARTIFACTS / "e2e_support_chat.png"), full_page=True)
+
+
+_ORDER_JS = """() => [...document.querySelectorAll('#messages > *')].map((n) =>
+  n.classList.contains('tool-call') ? 'tool:' + n.dataset.name
+    : (n.className.split(' ')[1] || '') + ':' + n.querySelector('.text').textContent)"""
+
+
+def test_the_order_after_a_reload_is_the_live_order(server: LiveServer, page: object) -> None:
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    _sign_in(p, server)
+    p.select_option("#agent", "support_demo")
+    p.click("#new-thread")
+    expect(p.locator("#connection")).to_have_text("live")
+    p.click("#run")
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation")
+    expect(p.locator(".msg.streaming")).to_have_count(0)
+    live = p.evaluate(_ORDER_JS)
+    # the demo answers with text and a tool call in one response: the text streams first
+    assert live.index("side-a:Let me look that order up for you.") < live.index("tool:lookup_order")
+    expect(p.locator("#usage")).to_contain_text("(thread total)")
+    p.reload()
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation")
+    expect(p.locator(".tool-call[data-name=end_chat] .state")).to_have_text("✓ done")
+    assert p.evaluate(_ORDER_JS) == live
+    first = p.locator("#event-log li details").first
+    expect(first.locator("summary")).to_contain_text("thread_created")
+    first.locator("summary").click()
+    expect(first.locator("pre")).to_contain_text('"agent": "support_demo"')

@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..runtime import Runtime
-from . import routes, ws
+from . import files, routes, ws
 from .auth import Authenticator, load_tokens
 from .errors import install_error_handlers
 from .guard import SiteGuard
@@ -81,6 +81,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes.router)
     app.include_router(ws.router)
+    app.include_router(files.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)

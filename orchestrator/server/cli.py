@@ -102,9 +102,12 @@ def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | 
     from .guard import LOOPBACK_HOSTS
     from .serving import server_config
 
+    from ..cli_errors import errors_as_messages
+
     tokens = _tokens(tokens_file)
     with _models(replay, scripted):
-        runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
+        with errors_as_messages(traceback=log_level == "debug"):  # a config or definitions error: one block
+            runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
         queue, broker = _queue_and_broker(runtime, redis) if use_queue else (None, None)
         hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
         app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, queue=queue, broker=broker,

@@ -22,78 +22,20 @@ with `responses[n]`, n = the number of assistant messages already in the
 request (that side's earlier steps in this thread); past the end of the list,
 or when no side matches, `default` answers. Response fields are those of
 `providers.scripted.ScriptedResponse` (text, tool_calls, chunk_size, usage).
+The format is `providers.offline.Script`'s (YAML works too), which `type: offline`
+models read in process.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from providers.offline import ResponseSpec, Script, load_script
+from providers.scripted import ScriptedModel
 
-from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
-
-from ..validation import describe
+__all__ = ["DEMO_SCRIPT", "ResponseSpec", "Script", "load_script", "scripted_model"]
 
 DEMO_SCRIPT = Path(__file__).parent / "demo_script.json"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CallSpec(_Strict):
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class ResponseSpec(_Strict):
-    text: str = ""
-    tool_calls: list[CallSpec] = Field(default_factory=list)
-    chunk_size: int = Field(default=8, ge=1)
-    usage: tuple[int, int] = (10, 5)
-
-    def scripted(self) -> ScriptedResponse:
-        calls = [ScriptedCall(c.name, c.arguments) for c in self.tool_calls]
-        return ScriptedResponse(text=self.text, tool_calls=calls, chunk_size=self.chunk_size, usage=self.usage)
-
-
-class SideScript(_Strict):
-    match: str = Field(min_length=1)
-    responses: list[ResponseSpec]
-
-
-class Script(_Strict):
-    sides: list[SideScript] = Field(default_factory=list)
-    default: ResponseSpec = Field(default_factory=lambda: ResponseSpec(text="OK."))
-
-    def answer(self, body: dict[str, Any]) -> ScriptedResponse:
-        messages = body.get("messages") or []
-        system = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-        done = sum(1 for m in messages if m.get("role") == "assistant")
-        for side in self.sides:
-            if side.match in system:
-                if done < len(side.responses):
-                    return side.responses[done].scripted()
-                break
-        return self.default.scripted()
-
-
-def load_script(path: str | Path) -> Script:
-    """Read and check a script file; errors name the file and the field."""
-    path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the script: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    try:
-        return Script.model_validate(raw)
-    except ValidationError as exc:
-        problems = describe(exc, root="(top)")
-        raise ValueError(f"{path}: {problems}") from None
 
 
 def scripted_model(path: str | Path) -> ScriptedModel:

@@ -6,7 +6,8 @@
 const $ = (id) => document.getElementById(id);
 const LIFECYCLE = new Set(["thread_created", "execution_started", "turn_started", "step_started", "text_delta",
   "tool_call_started", "message_created", "message_updated", "tool_result", "turn_ended", "execution_stopped",
-  "execution_failed", "stream_restarted", "model_fallback", "subagent_started"]);
+  "execution_failed", "stream_restarted", "model_fallback", "subagent_started", "tool_invoked", "tool_invoked_result"]);
+const INLINE_IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 const view = { threadId: null, agentType: null, lastSeq: 0, ws: null, streaming: {}, toolCards: {},
   sideSteps: { a: 0, b: 0 }, running: false, retry: 0 };
@@ -51,12 +52,19 @@ function append(node) {
 
 function sideName(side) { return $(side === "a" ? "side-a-name" : "side-b-name").textContent; }
 
-function bubble(side, text, extra) {
+function bubble(side, text, extra, before) {
   const node = el("div", `msg ${side ? "side-" + side : "injected"} ${extra || ""}`.trim());
   node.appendChild(el("span", "who", side ? sideName(side) : "injected"));
   node.appendChild(el("span", "text", text));
-  append(node);
+  if (before) before.parentNode.insertBefore(node, before); else append(node);
   return node;
+}
+
+// The first card of a message's tool calls already on the page: a message whose text
+// did not stream here (a replay has no text deltas) goes above its calls, as it did live.
+function firstCardOf(m) {
+  for (const call of m.tool_calls || []) if (view.toolCards[call.id]) return view.toolCards[call.id];
+  return null;
 }
 
 function onDelta(data) {
@@ -80,9 +88,54 @@ function onMessage(m) {
     }
     return;
   }
-  if (!m.content) return;
-  const node = bubble(side, m.content, (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : ""));
+  if (!m.content && !(m.attachments || []).length) return;
+  const node = bubble(side, m.content || "", (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : ""), firstCardOf(m));
   node.dataset.seq = m.seq;
+  showFiles(node, m.attachments);
+}
+
+// -- attachments: images inline, other files as links (fetched with the token) --
+
+async function fileBlob(url) {
+  const headers = token() ? { "Authorization": "Bearer " + token() } : {};
+  const res = await fetch(url, { headers });
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  return res.blob();
+}
+
+function fileUrl(ref) {
+  return `/threads/${encodeURIComponent(view.threadId)}/files/${encodeURIComponent(ref.id)}`;
+}
+
+function showFiles(node, refs) {
+  if (!refs || !refs.length || node.querySelector(".files")) return;
+  const box = el("div", "files");
+  for (const ref of refs) {
+    const label = `${ref.name} (${ref.mime_type}, ${ref.size} bytes)`;
+    if (INLINE_IMAGES.has(ref.mime_type)) {
+      const img = el("img");
+      img.alt = label;
+      img.title = label;
+      fileBlob(fileUrl(ref)).then((blob) => { img.src = URL.createObjectURL(blob); }).catch(() => { img.alt = label + " (unavailable)"; });
+      box.appendChild(img);
+    } else {
+      const link = el("a", "file", label);
+      link.href = fileUrl(ref);
+      link.download = ref.name;
+      link.addEventListener("click", (e) => {
+        e.preventDefault();
+        fileBlob(fileUrl(ref)).then((blob) => {
+          const a = el("a");
+          a.href = URL.createObjectURL(blob);
+          a.download = ref.name;
+          a.click();
+          setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+        }).catch((err) => showError(err.message));
+      });
+      box.appendChild(link);
+    }
+  }
+  node.appendChild(box);
 }
 
 // -- tool calls -------------------------------------------------------------
@@ -107,6 +160,32 @@ function onToolResult(m) {
   card.classList.add(m.tool_status === "error" ? "error" : "success");
   card.querySelector(".state").textContent = m.tool_status === "error" ? "✗ error" : "✓ done";
   if (!card.querySelector(".result")) card.appendChild(el("span", "result", m.content || ""));
+  showFiles(card, m.attachments);
+}
+
+// A call a tool made with invoke_tool: a card inside the calling tool's card.
+function onInvoked(d) {
+  if (view.toolCards[d.id]) return;
+  const parent = view.toolCards[d.parent_id];
+  const card = el("div", `tool-call invoked side-${d.side || "a"}`);
+  card.dataset.name = d.name;
+  card.dataset.callId = d.id;
+  card.appendChild(el("span", "icon invoked", "invoked"));
+  card.appendChild(el("span", "name", d.name));
+  card.appendChild(el("span", "state", "running…"));
+  view.toolCards[d.id] = card;
+  if (!parent) { append(card); return; }
+  let box = parent.querySelector(":scope > .nested-calls");
+  if (!box) { box = el("div", "nested-calls"); parent.appendChild(box); }
+  box.appendChild(card);
+}
+
+function onInvokedResult(d) {
+  if (!view.toolCards[d.id]) onInvoked(d);
+  const card = view.toolCards[d.id];
+  card.classList.add(d.tool_status === "error" ? "error" : "success");
+  card.querySelector(".state").textContent = d.tool_status === "error" ? "✗ error" : "✓ done";
+  if (!card.querySelector(":scope > .result")) card.appendChild(el("span", "result", d.content || ""));
 }
 
 // -- counters, status, logs ---------------------------------------------------
@@ -129,14 +208,33 @@ function setRunning(running, status) {
   $("send").disabled = running;
 }
 
+// One line per event (seq, type, a short summary); open it for the whole JSON.
 function log(listId, ev, detail) {
   const item = el("li");
-  item.appendChild(el("strong", null, `#${ev.seq} ${ev.type}`));
-  if (detail) { item.appendChild(document.createTextNode(" ")); item.appendChild(el("code", null, detail)); }
+  const details = el("details");
+  const summary = el("summary");
+  summary.appendChild(el("span", "seq", `#${ev.seq}`));
+  summary.appendChild(el("span", "type", ev.type));
+  if (detail) { summary.appendChild(document.createTextNode(" · ")); summary.appendChild(el("code", null, detail)); }
+  details.appendChild(summary);
+  details.appendChild(el("pre", null, JSON.stringify(ev.data, null, 2)));
+  item.appendChild(details);
   const list = $(listId);
   list.appendChild(item);
   while (list.children.length > 200) list.removeChild(list.firstChild);
   list.scrollTop = list.scrollHeight;
+}
+
+function setUsage(usage) {
+  if (!usage) { $("usage").textContent = "–"; return; }
+  $("usage").textContent = `${usage.input_tokens} in / ${usage.output_tokens} out tokens · ` +
+    `${usage.requests} requests · $${Number(usage.cost || 0).toFixed(6)} (thread total)`;
+}
+
+async function refreshUsage() {
+  if (!view.threadId) return;
+  const thread = await api("GET", `/threads/${encodeURIComponent(view.threadId)}`).catch(() => null);
+  if (thread) setUsage(thread.usage);
 }
 
 function brief(data) {
@@ -156,6 +254,8 @@ function handle(ev) {
     case "message_created": case "message_updated": onMessage(d); break;
     case "tool_call_started": onToolStarted(d); break;
     case "tool_result": onToolResult(d); break;
+    case "tool_invoked": onInvoked(d); break;
+    case "tool_invoked_result": onInvokedResult(d); break;
     case "execution_started":
       view.sideSteps = { a: 0, b: 0 };
       $("step-count").textContent = $("side-a-steps").textContent = $("side-b-steps").textContent = "0";
@@ -166,8 +266,10 @@ function handle(ev) {
       $(d.side === "a" ? "side-a-steps" : "side-b-steps").textContent = view.sideSteps[d.side];
       break;
     case "turn_started": $("turn-count").textContent = d.turn; break;
-    case "execution_stopped": setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`); break;
-    case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); break;
+    case "execution_stopped":
+      setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`);
+      refreshUsage(); break;
+    case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); break;
   }
   if (!LIFECYCLE.has(ev.type)) log("custom-events", ev, brief(ev.data));
   log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
@@ -207,6 +309,7 @@ async function openThread(id) {
   $("side-b-name").textContent = agent && agent.side_b ? agent.side_b.prompt : "person";
   $("composer").hidden = thread.agent_type !== "ai_human";
   setCounters(thread.execution);
+  setUsage(thread.usage);
   setRunning(thread.running, thread.status);
   history.replaceState(null, "", `#thread=${thread.id}`);
   connect();
