@@ -37,6 +37,8 @@ _LAZY = {
     "AbortSignal": ".state",
 }
 
+__version__ = "0.2.0"
+
 __all__ = [
     "AbortSignal",
     "AgentDefinition",

@@ -17,12 +17,15 @@ import click
 if TYPE_CHECKING:
     from .loader import Definitions
 
+from . import __version__
+
 DEFAULT_PATH = "agents"
+DEFAULT_CONFIG = "configs/default.yaml"
 _DIALECTS = ("openai", "anthropic", "gemini")  # = schema.DIALECTS, spelled here to keep --help light
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="orchestrator", message="%(prog)s %(version)s")
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def main() -> None:
     """Run and inspect two-sided LLM agents defined in an agents/ folder."""
 
@@ -250,10 +253,40 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
+def _project_or_bundled(path: str, configs: tuple[str, ...]) -> tuple[str, tuple[str, ...], Path]:
+    """This folder's project; in a folder without one (default paths, none there), the bundled examples."""
+    if path != DEFAULT_PATH or Path(path).exists() or configs != (DEFAULT_CONFIG,) or Path(DEFAULT_CONFIG).exists():
+        return path, configs, Path("cassettes")
+    from .scaffold import bundled_project
+
+    bundled = bundled_project()
+    click.echo("(no agents/ here: running the examples bundled with the package; `orchestrator init DIR` starts "
+               "a project of your own)", err=True)
+    return str(bundled / "agents"), (str(bundled / "configs" / "default.yaml"),), bundled / "cassettes"
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Write into a directory that is not empty (files of the same name are replaced).")
+def init(directory: Path, force: bool) -> None:
+    """Start a new project in DIRECTORY: agents, a config, tests; it runs and tests with no key."""
+    from .scaffold import ScaffoldError, init_project
+
+    try:
+        written = init_project(directory, force=force)
+    except ScaffoldError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"created {len(written)} files in {directory}. Next:")
+    click.echo(f"  cd {directory}")
+    click.echo("  orchestrator check")
+    click.echo('  orchestrator run weather_chat --model test -m "What is the weather in Oslo?"')
+    click.echo("  pytest")
+
+
 @main.command()
 @click.argument("agent")
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
-@click.option("--config", "configs", multiple=True, default=["configs/default.yaml"], show_default=True,
+@click.option("--config", "configs", multiple=True, default=[DEFAULT_CONFIG], show_default=True,
               help="Config YAML; repeat to merge a local override over the base.")  # fmt: skip
 @click.option("--model", help="Run every prompt on this model alias (e.g. fast; `test`: offline), "
               "or offline on a script file (turns.yaml) or a function (module:function).")  # fmt: skip
@@ -287,8 +320,9 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
     _import_litellm_in_background()
     with errors_as_messages(traceback=verbose):
         configure_logging(log_level)
+        path, configs, cassettes = _project_or_bundled(path, configs)
         if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
-            cassette = default_cassette(agent)
+            cassette = default_cassette(agent, cassettes)
             if not cassette.exists():
                 raise click.ClickException(
                     f"agent {agent!r} runs on the scripted demo model and {cassette} does not exist: pass "

@@ -100,6 +100,7 @@ class AgentRuntime:
         self.agents = root / config.getini("orchestrator_agents")
         self.configs = [root / c for c in config.getini("orchestrator_config")]
         self._db = tmp_path / "agent_runtime.db"
+        self.model: str | None = None  # run every prompt on this model alias (set before `async with`)
         self._runtime: Runtime | None = None
         self._replayer: Replayer | None = None
         self._recorder: Recorder | None = None
@@ -135,7 +136,7 @@ class AgentRuntime:
             self._recorder = Recorder(self.cassette_path, secrets=[os.environ[n] for n in present],
                                       metadata={"env": present, "test": self.nodeid})
             self._recorder.start()
-        runtime = Runtime.from_path(self.agents, config=self.configs, storage=f"sqlite:///{self._db}")
+        runtime = Runtime.from_path(self.agents, config=self.configs, storage=f"sqlite:///{self._db}", model=self.model)
         runtime.settings.env.update(stand_ins)
         self._runtime = await runtime.open()
         return self._runtime

@@ -388,7 +388,7 @@ def _mcp_tools(config: Any, secrets: SecretScopes) -> McpTools | None:
     import importlib.util
 
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("jsonschema") is None:
-        raise RuntimeError("the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator[mcp]'")
+        raise RuntimeError("the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator-runtime[mcp]'")
     from .mcp import McpTools
 
     return McpTools(servers, lambda text: secrets.everywhere().text(text))  # stderr is the operator's log

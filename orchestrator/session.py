@@ -94,8 +94,8 @@ def _loads(text: str) -> Any:
         return text
 
 
-def default_cassette(agent: str) -> Path:
-    return DEFAULT_CASSETTES / f"{agent}.json"
+def default_cassette(agent: str, folder: Path = DEFAULT_CASSETTES) -> Path:
+    return folder / f"{agent}.json"
 
 
 def build_runtime(options: SessionOptions) -> Runtime:
