@@ -10,8 +10,10 @@ first step) or by `max_session_turns`.
 
 The arguments are valid under the schema and deterministic: the same schema and
 seed give the same values. The seed is the request's `seed` parameter (set it
-with `params: {seed: 7}` on the model), 0 by default. Known limit: a string
-`pattern` is honoured only when one of a few plain candidates matches it.
+with `params: {seed: 7}` on the model), 0 by default. A string `pattern` is
+honoured by building a match from the expression's parse tree (literals,
+classes, repeats, groups, alternatives); negated classes and backreferences
+are not covered, and such a field gets a plain word.
 
 The answer is a `ScriptedResponse`, served as OpenAI-wire SSE bytes by
 `providers.scripted`, so the production request builder and parser run.
@@ -170,6 +172,9 @@ class _Generator:
                     high if high is not None else len(candidate)
                 ):
                     return candidate
+            generated = _from_pattern(pattern, self._rng)
+            if generated is not None and re.search(pattern, generated):
+                return generated
         text = word
         while len(text) < low:
             text += "-" + self._rng.choice(_WORDS)
@@ -218,3 +223,62 @@ _FORMATS = {
     "uuid": "00000000-0000-4000-8000-000000000000",
     "ipv4": "192.0.2.1",
 }
+
+
+def _from_pattern(pattern: str, rng: random.Random) -> str | None:
+    """A string the regular expression matches, built from its parse tree; None for forms it does not cover."""
+    try:
+        tree = re._parser.parse(pattern)  # type: ignore[attr-defined]
+    except (re.error, AttributeError):
+        return None
+    try:
+        return _emit(list(tree), rng)
+    except _Unsupported:
+        return None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+_CATEGORIES = {"CATEGORY_DIGIT": "0123456789", "CATEGORY_WORD": "abcxyz_019", "CATEGORY_SPACE": " ",
+               "CATEGORY_NOT_DIGIT": "abc", "CATEGORY_NOT_WORD": "-", "CATEGORY_NOT_SPACE": "a"}
+
+
+def _emit(items: list[Any], rng: random.Random) -> str:
+    out = []
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name in ("AT", "ASSERT", "ASSERT_NOT"):
+            continue  # anchors and lookarounds add no characters
+        elif name == "ANY":
+            out.append("a")
+        elif name == "IN":
+            out.append(_one_of(arg, rng))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, sub = arg
+            count = low if high == low else min(max(low, 1), high)
+            out.append("".join(_emit(list(sub), rng) for _ in range(count)))
+        elif name == "SUBPATTERN":
+            out.append(_emit(list(arg[-1]), rng))
+        elif name == "BRANCH":
+            out.append(_emit(list(arg[1][0]), rng))
+        else:
+            raise _Unsupported(name)
+    return "".join(out)
+
+
+def _one_of(choices: list[Any], rng: random.Random) -> str:
+    for op, arg in choices:
+        name = str(op)
+        if name == "NEGATE":
+            raise _Unsupported(name)
+        if name == "LITERAL":
+            return chr(arg)
+        if name == "RANGE":
+            return chr(rng.randint(arg[0], arg[1]))
+        if name == "CATEGORY":
+            return rng.choice(_CATEGORIES.get(str(arg), "a"))
+    raise _Unsupported("empty class")
