@@ -25,11 +25,16 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from . import openai_wire
-from .openai_wire import WIRE_TYPES, build_request, stream_chunks
+from .call_ids import CallIndex, split_signature
+from .finish import normalize_finish
+from .litellm_tap import RawTap
+from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
 from .stream import (
     ModelInfo,
     ProviderBlock,
     ProviderError,
+    ReasoningDelta,
+    RefusalDelta,
     StreamEnd,
     StreamItem,
     StreamRestart,
@@ -47,7 +52,11 @@ _ANTHROPIC_BLOCK_KEYS = ("server_tool_calls", "web_search_results", "tool_result
 
 
 def _litellm() -> Any:
-    """Import and quiet LiteLLM once: local cost map, httpx transport, no callbacks."""
+    """Import and quiet LiteLLM once: local cost map, httpx transport, no debug banner.
+
+    The host application's own LiteLLM callbacks (Langfuse, OpenTelemetry, cost logging) are
+    left as they are: LiteLLM is a shared library here, and what the runtime needs
+    (`drop_params`, no retries) is passed per call."""
     global _LITELLM
     if _LITELLM is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -56,10 +65,6 @@ def _litellm() -> Any:
         litellm.disable_aiohttp_transport = True
         litellm.suppress_debug_info = True
         litellm.telemetry = False
-        litellm.drop_params = False
-        litellm.callbacks = []
-        litellm.success_callback = []
-        litellm.failure_callback = []
         warnings.filterwarnings("ignore", message=r".*ReadOnly. qualifier", category=UserWarning)
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -100,7 +105,13 @@ _BY_CLASS = {
     "InternalServerError": ("server", 500, True),
     "ConfigError": ("config", None, False),
     "TimeoutError": ("timeout", None, True),
+    "StreamCut": ("stream_cut", None, True),
+    "StreamContradiction": ("stream_invalid", None, True),
 }
+
+
+class StreamCut(Exception):
+    """The stream ended without the provider's own end marker: never an answer (retried)."""
 
 
 def classify_error(exc: BaseException) -> _Failure:
@@ -209,6 +220,9 @@ class _Tally:
     output_tokens: int = 0
     reported_cost: float | None = None
     seen_blocks: dict[str, int] = field(default_factory=dict)
+    calls: CallIndex = field(default_factory=CallIndex)
+    refused: bool = False
+    tap: RawTap | None = None
 
     def absorb(self, chunk: Any) -> list[StreamItem]:
         if getattr(chunk, "model", None):
@@ -217,11 +231,13 @@ class _Tally:
         if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
             self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
             self.reported_cost = getattr(usage, "cost", None)
+        items = self._counted(self.tap.drain()) if self.tap is not None else []
         if not chunk.choices:
-            return []
+            return items
         choice = chunk.choices[0]
         self.finish = choice.finish_reason or self.finish
-        return list(_items(choice.delta, self.seen_blocks))
+        blocks = None if self.tap is not None and self.tap.family == "anthropic" else self.seen_blocks
+        return items + [self._placed(item) for item in _items(choice.delta, blocks)]
 
     def absorb_wire(self, chunk: dict[str, Any]) -> list[StreamItem]:
         """The same for a raw OpenAI `chat.completion.chunk` (see `openai_wire`)."""
@@ -237,12 +253,57 @@ class _Tally:
         choice = choices[0]
         self.finish = choice.get("finish_reason") or self.finish
         delta = choice.get("delta") or {}
-        items: list[StreamItem] = [TextDelta(delta["content"])] if delta.get("content") else []
+        items: list[StreamItem] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")  # DeepSeek, vLLM / OpenRouter, Groq
+        if reasoning and isinstance(reasoning, str):
+            items.append(ReasoningDelta(reasoning))
+        if delta.get("content"):
+            items.append(TextDelta(delta["content"]))
+        if delta.get("refusal"):
+            self.refused = True
+            items.append(RefusalDelta(delta["refusal"]))
         for call in delta.get("tool_calls") or ():
             function = call.get("function") or {}
-            index = call.get("index")
-            items.append(ToolCallDelta(index or 0, call.get("id"), function.get("name"), function.get("arguments") or ""))
+            call_id, signature = split_signature(call.get("id"))
+            delta_item = ToolCallDelta(0, call_id, function.get("name"), function.get("arguments") or "", signature)
+            items.append(self.calls.place(delta_item, call.get("index")))
         return items
+
+    def _placed(self, item: StreamItem) -> StreamItem:
+        if isinstance(item, ToolCallDelta):
+            return self.calls.place(item, item.index)
+        if isinstance(item, RefusalDelta):
+            self.refused = True
+        return item
+
+    def _counted(self, items: list[StreamItem]) -> list[StreamItem]:
+        return [self._placed(item) for item in items]
+
+    def absorb_tail(self) -> list[StreamItem]:
+        """What the tap read after LiteLLM's last chunk; a stream without its end marker is cut here."""
+        tap = self.tap
+        assert tap is not None
+        items = self._counted(tap.drain())
+        if tap.installed and not tap.ended:
+            raise StreamCut(f"the {tap.family} stream ended without its end marker (cut short)")
+        return items
+
+    def end(self, model: ModelConfig, alias_model: str, provider: str, attempts: int) -> StreamEnd:
+        raw = self.tap.raw_finish if self.tap is not None and self.tap.raw_finish else self.finish
+        if self.tap is not None and self.tap.usage and not self.input_tokens:
+            self.input_tokens, self.output_tokens = self.tap.usage  # LiteLLM dropped it with the missing finish_reason
+        return StreamEnd(
+            finish_reason=raw,
+            model=self.served,
+            provider=provider,
+            usage=StreamUsage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cost=_cost(model, alias_model, self.input_tokens, self.output_tokens, self.reported_cost),
+            ),
+            attempts=attempts,
+            finish=normalize_finish(raw, has_calls=self.calls.count > 0, refused=self.refused),
+        )
 
     def __post_init__(self) -> None:
         self.served = self.served or self.info.model
@@ -331,6 +392,7 @@ class ModelClient:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
             # first byte and every gap between chunks, whatever transport (or mock).
             chunks, absorb = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout), tally.absorb
+            tally.tap = _tap_for(info, chunks)
         loop = asyncio.get_running_loop()
         try:
             source = chunks.__aiter__()
@@ -343,22 +405,19 @@ class ModelClient:
                         chunk = await source.__anext__()
                     except StopAsyncIteration:
                         break
+                    except Exception as exc:  # noqa: BLE001 - what LiteLLM's wrapper did not know
+                        if _ended_despite(tally.tap, exc):
+                            break
+                        raise
                     deadline.reschedule(None)
                     for item in absorb(chunk):
                         yield item
         finally:
             await _close(chunks)
-        yield StreamEnd(
-            finish_reason=tally.finish,
-            model=tally.served,
-            provider=model.provider,
-            usage=StreamUsage(
-                input_tokens=tally.input_tokens,
-                output_tokens=tally.output_tokens,
-                cost=_cost(model, info.model, tally.input_tokens, tally.output_tokens, tally.reported_cost),
-            ),
-            attempts=state.number,
-        )
+        if tally.tap is not None:
+            for item in tally.absorb_tail():
+                yield item
+        yield tally.end(model, info.model, model.provider, state.number)
 
     def _error(self, exc: BaseException, alias: str, failure: _Failure) -> ProviderError:
         model = self.config.models[alias]
@@ -427,6 +486,7 @@ def _request_kwargs(
         "timeout": model.timeout,
         "max_retries": 0,
         "num_retries": 0,
+        "drop_params": False,
     }
     if tools:
         kwargs["tools"] = tools
@@ -446,22 +506,74 @@ def _qualify(info: ModelInfo, served: str) -> str:
     return served if served.startswith(f"{family}/") else f"{family}/{served}"
 
 
-def _items(delta: Any, seen_blocks: dict[str, int]) -> Iterable[StreamItem]:
-    """Translate one LiteLLM delta into neutral items."""
+_TAPPED = frozenset({"anthropic", "gemini", "vertex_ai"})
+
+
+def _tap_for(info: ModelInfo, wrapper: Any) -> RawTap | None:
+    """A tap on the events under LiteLLM's wrapper, for the stream shapes `RawTap` knows."""
+    inner = getattr(wrapper, "completion_stream", None)
+    if info.provider_type in _TAPPED and info.dialect in ("anthropic", "gemini"):
+        family = info.dialect
+    elif callable(getattr(inner, "_iter_events", None)):
+        family = "openai"  # the openai SDK's stream: OpenAI-compatible providers on LiteLLM's path
+    else:
+        return None
+    tap = RawTap(family)
+    tap.install(wrapper)
+    return tap if tap.installed else None
+
+
+def _ended_despite(tap: RawTap | None, exc: Exception) -> bool:
+    """LiteLLM raised at the end of a stream: an in-band error is mapped by its own status; a stream
+    that ended with `[DONE]` (Snowflake Cortex sends no finish_reason) is a finished answer."""
+    if tap is None:
+        return False
+    if tap.error is not None:
+        raise inband_error(tap.error, model=_bare_model(exc)) from None
+    return tap.done and "finish_reason" in str(exc)
+
+
+def _bare_model(exc: Exception) -> str:
+    return str(getattr(exc, "model", None) or "")
+
+
+def _items(delta: Any, seen_blocks: dict[str, int] | None) -> Iterable[StreamItem]:
+    """Translate one LiteLLM delta into neutral items (`seen_blocks` None: the tap reads blocks)."""
     if delta is None:
         return
+    yield from _reasoning(delta)
     if delta.content:
         yield TextDelta(delta.content)
     for call in delta.tool_calls or ():
         function = call.function
+        call_id, signature = split_signature(call.id)
+        fields = getattr(call, "provider_specific_fields", None) or {}
         yield ToolCallDelta(
             index=call.index if call.index is not None else 0,
-            id=call.id,
+            id=call_id,
             name=function.name if function is not None else None,
             arguments=(function.arguments or "") if function is not None else "",
+            signature=signature or fields.get("thought_signature"),
         )
-    fields = getattr(delta, "provider_specific_fields", None) or {}
-    yield from _provider_blocks(fields, seen_blocks)
+    if seen_blocks is not None:
+        fields = getattr(delta, "provider_specific_fields", None) or {}
+        yield from _provider_blocks(fields, seen_blocks)
+
+
+def _reasoning(delta: Any) -> Iterable[ReasoningDelta]:
+    """Anthropic thinking (with its signature) from `thinking_blocks`, else `reasoning_content`."""
+    blocks = getattr(delta, "thinking_blocks", None)
+    if blocks:
+        for block in blocks:
+            data = block if isinstance(block, dict) else dict(block)
+            if data.get("type") == "redacted_thinking":
+                yield ReasoningDelta("", redacted=data.get("data"))
+            elif data.get("thinking") or data.get("signature"):
+                yield ReasoningDelta(data.get("thinking") or "", signature=data.get("signature") or None)
+        return
+    text = getattr(delta, "reasoning_content", None)
+    if text:
+        yield ReasoningDelta(text)
 
 
 def _provider_blocks(fields: dict[str, Any], seen: dict[str, int]) -> Iterable[ProviderBlock]:
