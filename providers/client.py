@@ -292,6 +292,8 @@ class _Tally:
         raw = self.tap.raw_finish if self.tap is not None and self.tap.raw_finish else self.finish
         if self.tap is not None and self.tap.usage and not self.input_tokens:
             self.input_tokens, self.output_tokens = self.tap.usage  # LiteLLM dropped it with the missing finish_reason
+        if self.tap is not None and self.tap.output_tokens is not None:
+            self.output_tokens = self.tap.output_tokens
         return StreamEnd(
             finish_reason=raw,
             model=self.served,

@@ -37,7 +37,7 @@ _OWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})  
 class RawTap:
     """The raw facts of one response stream on LiteLLM's path."""
 
-    __slots__ = ("_blocks", "_pending", "done", "ended", "error", "family", "installed", "raw_finish", "usage")
+    __slots__ = ("_blocks", "_pending", "done", "ended", "error", "family", "installed", "output_tokens", "raw_finish", "usage")
 
     def __init__(self, family: str) -> None:
         self.family = family  # "openai" (the openai SDK's stream), "anthropic", "gemini"
@@ -47,6 +47,7 @@ class RawTap:
         self.raw_finish: str | None = None
         self.error: dict[str, Any] | None = None
         self.usage: tuple[int, int] | None = None
+        self.output_tokens: int | None = None  # Anthropic: the last message_delta's cumulative count
         self._pending: list[StreamItem] = []
         self._blocks: dict[int, tuple[dict[str, Any], list[str]]] = {}
 
@@ -146,6 +147,9 @@ class RawTap:
             # LiteLLM's wrapper stops reading at the stop reason: on its path that is the last event seen
             self.raw_finish = (event.get("delta") or {}).get("stop_reason") or self.raw_finish
             self.ended = self.ended or self.raw_finish is not None
+            output = (event.get("usage") or {}).get("output_tokens")
+            if isinstance(output, int):
+                self.output_tokens = output  # cumulative; LiteLLM keeps message_start's count when this is 0
         elif kind == "error":
             self.error = event.get("error") if isinstance(event.get("error"), dict) else {"message": str(event)}
         elif kind == "content_block_start":
