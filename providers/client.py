@@ -284,6 +284,8 @@ class _Tally:
         tap = self.tap
         assert tap is not None
         items = self._counted(tap.drain())
+        if tap.error is not None:  # an in-band error LiteLLM let pass
+            raise inband_error(tap.error, model=self.info.model)
         if tap.installed and not tap.ended:
             raise StreamCut(f"the {tap.family} stream ended without its end marker (cut short)")
         return items

@@ -316,3 +316,86 @@ async def test_anthropic_mcp_turn_and_thinking_are_replayed(multi):
     thinking = next(b for b in turn["content"] if b["type"] == "thinking")
     assert thinking["signature"] == "EqQBsig0" and kinds.index("thinking") < kinds.index("text")
     assert "reasoning" not in json.dumps(side_view("b", history, "other side"))  # the other side never sees it
+
+
+# -- every provider's finishes, on LiteLLM's path (the native readers add theirs) ----------
+
+
+def anthropic_stream(*blocks: str, stop: str | None, output: int = 9, stop_event: bool = True) -> str:
+    out = anthropic_event("message_start", {"type": "message_start", "message": {"id": "msg_02", "type": "message", "role": "assistant",
+                          "model": "claude-sonnet-4-5", "content": [], "stop_reason": None, "usage": {"input_tokens": 11, "output_tokens": 1}}})
+    out += "".join(blocks)
+    if stop is not None:
+        out += anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})
+    if stop_event:
+        out += anthropic_event("message_stop", {"type": "message_stop"})
+    return out
+
+
+TEXT_BLOCK = block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Part of it"}])
+CUT_CALL = block(1, {"type": "tool_use", "id": "toolu_09", "name": "get_weather", "input": {}}, [{"type": "input_json_delta", "partial_json": '{"ci'}])
+
+
+@pytest.mark.parametrize(("stop", "finish", "blocks"), [
+    ("max_tokens", "length", (TEXT_BLOCK, CUT_CALL)), ("tool_use", "tool_calls", (TEXT_BLOCK, CUT_CALL)),
+    ("refusal", "refusal", (TEXT_BLOCK,)), ("end_turn", "stop", (TEXT_BLOCK,)), ("pause_turn", "stop", (TEXT_BLOCK,)),
+])
+async def test_anthropic_stop_reasons_are_normalized_and_kept_raw(multi, stop, finish, blocks):
+    items, _ = await run(multi, anthropic_stream(*blocks, stop=stop), "https://api.anthropic.com/v1/messages", "claude")
+    assert (items[-1].finish, items[-1].finish_reason) == (finish, stop)
+
+
+async def test_anthropic_stream_cut_before_its_stop_reason_is_retried_then_an_error(multi):
+    body = anthropic_stream(TEXT_BLOCK, stop=None, stop_event=False)
+    with respx.mock() as router:
+        route = router.post("https://api.anthropic.com/v1/messages").mock(side_effect=lambda _: sse(body))
+        with pytest.raises(ProviderError) as err:
+            _ = [i async for i in multi.stream("claude", [{"role": "user", "content": "hi"}])]
+    assert route.call_count == 2 and err.value.retryable
+
+
+@pytest.mark.parametrize(("error", "status", "calls"), [
+    ({"type": "overloaded_error", "message": "Overloaded"}, 529, 2),
+    ({"type": "invalid_request_error", "message": "prompt is too long"}, 400, 1),
+])
+async def test_anthropic_error_event_is_mapped_by_its_type(multi, error, status, calls):
+    body = anthropic_stream(TEXT_BLOCK, stop=None, stop_event=False) + anthropic_event("error", {"type": "error", "error": error})
+    with respx.mock() as router:
+        route = router.post("https://api.anthropic.com/v1/messages").mock(side_effect=lambda _: sse(body))
+        with pytest.raises(ProviderError) as err:
+            _ = [i async for i in multi.stream("claude", [{"role": "user", "content": "hi"}])]
+    assert route.call_count == calls and err.value.status == status and err.value.retryable is (calls > 1)
+
+
+def gemini_frame(parts: list[dict[str, Any]], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "modelVersion": "gemini-2.5-flash", **extra}
+
+
+USAGE_META = {"usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 8}}
+
+
+@pytest.mark.parametrize(("raw", "finish"), [("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"),
+                                             ("MALFORMED_FUNCTION_CALL", "error"), ("STOP", "stop")])
+async def test_gemini_finish_reasons_are_normalized_and_kept_raw(multi, raw, finish):
+    body = gemini_body([gemini_frame([{"text": "Some"}]), gemini_frame([{"text": " text"}], raw, **USAGE_META)])
+    items, _ = await run(multi, body, GEMINI_URL, "gem")
+    assert (items[-1].finish, items[-1].finish_reason) == (finish, raw)
+
+
+async def test_gemini_blocked_prompt_is_a_content_filter_end(multi):
+    body = gemini_body([{"promptFeedback": {"blockReason": "SAFETY"}, **USAGE_META, "modelVersion": "gemini-2.5-flash"}])
+    items, _ = await run(multi, body, GEMINI_URL, "gem")
+    assert (items[-1].finish, items[-1].finish_reason) == ("content_filter", "SAFETY")
+
+
+@pytest.mark.parametrize(("code", "status", "calls"), [(429, 429, 2), (400, 400, 1)])
+async def test_gemini_inband_error_is_mapped_by_its_code(multi, code, status, calls):
+    body = gemini_body([gemini_frame([{"text": "Some"}]), {"error": {"code": code, "message": "no", "status": "X"}}])
+    with respx.mock() as router:
+        route = router.post(url__regex=GEMINI_URL.replace(".", r"\.") + ".*").mock(side_effect=lambda _: sse(body))
+        with pytest.raises(ProviderError) as err:
+            _ = [i async for i in multi.stream("gem", [{"role": "user", "content": "hi"}])]
+    assert route.call_count == calls and err.value.status == status
