@@ -394,7 +394,7 @@ class _Execution:
         )
 
     def _publish(self, kind: str, data: Any) -> None:
-        self.services.bus.publish(self.thread.id, kind, data, defer=kind != "text_delta")
+        self.services.bus.publish(self.thread.id, kind, data, defer=kind not in ("text_delta", "reasoning_delta"))
 
     def _end(self, side: SideName, reason: str) -> None:
         if not self.snap.stopped:
