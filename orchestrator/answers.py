@@ -29,7 +29,12 @@ from .streaming import StreamAssembler
 
 __all__ = ["answer_message", "provider_family"]
 
-_EVENTS = {"length": "model_truncated", "refusal": "model_refused", "content_filter": "model_content_filtered", "error": "model_finish_error"}
+_EVENTS = {
+    "length": "model_truncated",
+    "refusal": "model_refused",
+    "content_filter": "model_content_filtered",
+    "error": "model_finish_error",
+}
 
 
 def provider_family(model: str) -> str:
@@ -38,8 +43,15 @@ def provider_family(model: str) -> str:
 
 
 def answer_message(
-    assembler: StreamAssembler, end: StreamEnd | None, *, thread_id: str, side: SideName, depth: int, flow_id: str,
-    model: str, provider_tools: Any,
+    assembler: StreamAssembler,
+    end: StreamEnd | None,
+    *,
+    thread_id: str,
+    side: SideName,
+    depth: int,
+    flow_id: str,
+    model: str,
+    provider_tools: Any,
 ) -> tuple[Message, list[tuple[str, dict[str, Any]]]]:
     """The assistant message to store, and the events (kind, data) its ending calls for."""
     finish = end.finish if end is not None else None
@@ -55,18 +67,31 @@ def answer_message(
         calls = [c for c in calls if c.provider_executed]
         metadata["dropped_tool_calls"] = [c.model_dump() for c in dropped]
     message = Message(
-        thread_id=thread_id, side=side, role="assistant", content=assembler.text or None,
-        tool_calls=calls or None, provider_blocks=assembler.provider_blocks or None,
-        reasoning=reasoning, refusal=assembler.refusal, finish=finish,
-        depth=depth, flow_id=flow_id, metadata=metadata,
+        thread_id=thread_id,
+        side=side,
+        role="assistant",
+        content=assembler.text or None,
+        tool_calls=calls or None,
+        provider_blocks=assembler.provider_blocks or None,
+        reasoning=reasoning,
+        refusal=assembler.refusal,
+        finish=finish,
+        depth=depth,
+        flow_id=flow_id,
+        metadata=metadata,
     )
     events: list[tuple[str, dict[str, Any]]] = []
     kind = _EVENTS.get(finish or "")
     if kind is None and message.refusal:
         kind = "model_refused"  # a refusal with a plain stop (some servers)
     if kind is not None:
-        data: dict[str, Any] = {"side": side, "depth": depth, "message_id": message.id, "finish": finish,
-                                "finish_reason": end.finish_reason if end is not None else None}
+        data: dict[str, Any] = {
+            "side": side,
+            "depth": depth,
+            "message_id": message.id,
+            "finish": finish,
+            "finish_reason": end.finish_reason if end is not None else None,
+        }
         if kind == "model_refused":
             data["refusal"] = message.refusal
         if dropped:

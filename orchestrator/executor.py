@@ -224,8 +224,9 @@ class _Execution:
         history = list(self.execution.message_history)  # one snapshot per request
         system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
         attachments = await self._image_data(history) if info.supports_images else {}
+        family = provider_family(info.model)
         messages = side_view(
-            side, history, system, image_input=info.supports_images, attachment_data=attachments, family=provider_family(info.model)
+            side, history, system, image_input=info.supports_images, attachment_data=attachments, family=family
         )
         messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
         started = time.perf_counter()
@@ -266,9 +267,10 @@ class _Execution:
                 await self._fire_started(call, toolset, side, depth, fired)
 
         await self._until_aborted(consume())
+        last = end[0] if end else None
         message, events = answer_message(
-            assembler, end[0] if end else None, thread_id=self.thread.id, side=side, depth=depth, flow_id=self.snap.flow_id,
-            model=end[0].model if end else info.model, provider_tools=toolset.provider_tools,
+            assembler, last, thread_id=self.thread.id, side=side, depth=depth, flow_id=self.snap.flow_id,
+            model=last.model if last else info.model, provider_tools=toolset.provider_tools,
         )
         for kind, data in events:
             self._publish(kind, data)

@@ -316,7 +316,9 @@ class StreamAssembler:
         self._refusal = []
         self._thinking_open = False
 
-    def feed(self, item: TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock) -> list[CallStarted]:
+    def feed(
+        self, item: TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock
+    ) -> list[CallStarted]:
         if isinstance(item, ToolCallDelta):
             return self._feed_call(item)
         if isinstance(item, TextDelta):

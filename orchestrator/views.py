@@ -134,7 +134,8 @@ _SIGNED_CALLS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
 
 
 def _call_entry(call: ToolCall, family: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": _arguments(call.arguments)}}
+    function = {"name": call.name, "arguments": _arguments(call.arguments)}
+    entry: dict[str, Any] = {"id": call.id, "type": "function", "function": function}
     if call.signature and family in _SIGNED_CALLS:
         entry["provider_specific_fields"] = {"thought_signature": call.signature}  # LiteLLM's spelling for Gemini
     return entry

@@ -70,7 +70,7 @@ class CallIndex:
         if delta.name:
             if slot.name is not None and slot.name != delta.name:
                 raise StreamContradiction(
-                    f"tool call {slot.id or slot.slot!r} was named {slot.name!r}, then {delta.name!r} in the same stream"
+                    f"tool call {slot.id or slot.slot!r} was named {slot.name!r}, then {delta.name!r}"
                 )
             slot.name = delta.name
         delta.index = slot.slot
@@ -81,7 +81,9 @@ class CallIndex:
             known = self._by_id.get(delta.id)
             if known is not None:
                 if index is not None and known.index is not None and index != known.index:
-                    raise StreamContradiction(f"tool call {delta.id!r} came at index {known.index}, then at index {index}")
+                    raise StreamContradiction(
+                        f"tool call {delta.id!r} came at index {known.index}, then at index {index}"
+                    )
                 return known
             return self._new(index, delta.id, None)
         current = self._by_index.get(index) if index is not None else self._last

@@ -9,7 +9,6 @@ seconds to import and must not slow `import orchestrator`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -27,11 +26,11 @@ from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from . import openai_wire
 from .call_ids import CallIndex, split_signature
 from .finish import normalize_finish
+from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import RawTap
 from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
 from .stream import (
     ModelInfo,
-    ProviderBlock,
     ProviderError,
     ReasoningDelta,
     RefusalDelta,
@@ -48,7 +47,6 @@ __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})")
-_ANTHROPIC_BLOCK_KEYS = ("server_tool_calls", "web_search_results", "tool_results")
 
 
 def _litellm() -> Any:
@@ -237,7 +235,7 @@ class _Tally:
         choice = chunk.choices[0]
         self.finish = choice.finish_reason or self.finish
         blocks = None if self.tap is not None and self.tap.family == "anthropic" else self.seen_blocks
-        return items + [self._placed(item) for item in _items(choice.delta, blocks)]
+        return items + [self._placed(item) for item in delta_items(choice.delta, blocks)]
 
     def absorb_wire(self, chunk: dict[str, Any]) -> list[StreamItem]:
         """The same for a raw OpenAI `chat.completion.chunk` (see `openai_wire`)."""
@@ -396,7 +394,7 @@ class ModelClient:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
             # first byte and every gap between chunks, whatever transport (or mock).
             chunks, absorb = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout), tally.absorb
-            tally.tap = _tap_for(info, chunks)
+            tally.tap = tap_for(info, chunks)
         loop = asyncio.get_running_loop()
         try:
             source = chunks.__aiter__()
@@ -410,7 +408,7 @@ class ModelClient:
                     except StopAsyncIteration:
                         break
                     except Exception as exc:  # noqa: BLE001 - what LiteLLM's wrapper did not know
-                        if _ended_despite(tally.tap, exc):
+                        if ended_despite(tally.tap, exc):
                             break
                         raise
                     deadline.reschedule(None)
@@ -508,100 +506,6 @@ def _request_kwargs(
 def _qualify(info: ModelInfo, served: str) -> str:
     family = info.model.split("/", 1)[0]
     return served if served.startswith(f"{family}/") else f"{family}/{served}"
-
-
-_TAPPED = frozenset({"anthropic", "gemini", "vertex_ai"})
-
-
-def _tap_for(info: ModelInfo, wrapper: Any) -> RawTap | None:
-    """A tap on the events under LiteLLM's wrapper, for the stream shapes `RawTap` knows."""
-    inner = getattr(wrapper, "completion_stream", None)
-    if info.provider_type in _TAPPED and info.dialect in ("anthropic", "gemini"):
-        family = info.dialect
-    elif callable(getattr(inner, "_iter_events", None)):
-        family = "openai"  # the openai SDK's stream: OpenAI-compatible providers on LiteLLM's path
-    else:
-        return None
-    tap = RawTap(family)
-    tap.install(wrapper)
-    return tap if tap.installed else None
-
-
-def _ended_despite(tap: RawTap | None, exc: Exception) -> bool:
-    """LiteLLM raised at the end of a stream: an in-band error is mapped by its own status; a stream
-    that ended with `[DONE]` (Snowflake Cortex sends no finish_reason) is a finished answer."""
-    if tap is None:
-        return False
-    if tap.error is not None:
-        raise inband_error(tap.error, model=_bare_model(exc)) from None
-    return tap.done and "finish_reason" in str(exc)
-
-
-def _bare_model(exc: Exception) -> str:
-    return str(getattr(exc, "model", None) or "")
-
-
-def _items(delta: Any, seen_blocks: dict[str, int] | None) -> Iterable[StreamItem]:
-    """Translate one LiteLLM delta into neutral items (`seen_blocks` None: the tap reads blocks)."""
-    if delta is None:
-        return
-    yield from _reasoning(delta)
-    if delta.content:
-        yield TextDelta(delta.content)
-    for call in delta.tool_calls or ():
-        function = call.function
-        call_id, signature = split_signature(call.id)
-        fields = getattr(call, "provider_specific_fields", None) or {}
-        yield ToolCallDelta(
-            index=call.index if call.index is not None else 0,
-            id=call_id,
-            name=function.name if function is not None else None,
-            arguments=(function.arguments or "") if function is not None else "",
-            signature=signature or fields.get("thought_signature"),
-        )
-    if seen_blocks is not None:
-        fields = getattr(delta, "provider_specific_fields", None) or {}
-        yield from _provider_blocks(fields, seen_blocks)
-
-
-def _reasoning(delta: Any) -> Iterable[ReasoningDelta]:
-    """Anthropic thinking (with its signature) from `thinking_blocks`, else `reasoning_content`."""
-    blocks = getattr(delta, "thinking_blocks", None)
-    if blocks:
-        for block in blocks:
-            data = block if isinstance(block, dict) else dict(block)
-            if data.get("type") == "redacted_thinking":
-                yield ReasoningDelta("", redacted=data.get("data"))
-            elif data.get("thinking") or data.get("signature"):
-                yield ReasoningDelta(data.get("thinking") or "", signature=data.get("signature") or None)
-        return
-    text = getattr(delta, "reasoning_content", None)
-    if text:
-        yield ReasoningDelta(text)
-
-
-def _provider_blocks(fields: dict[str, Any], seen: dict[str, int]) -> Iterable[ProviderBlock]:
-    """Anthropic server-tool blocks: LiteLLM re-sends cumulative lists, so emit only new entries."""
-    for key in _ANTHROPIC_BLOCK_KEYS:
-        entries = fields.get(key)
-        if not isinstance(entries, list):
-            continue
-        for entry in entries[seen.get(key, 0) :]:
-            yield ProviderBlock(_as_block(key, entry))
-        seen[key] = len(entries)
-
-
-def _as_block(key: str, entry: Any) -> dict[str, Any]:
-    data = entry if isinstance(entry, dict) else dict(entry)
-    if key != "server_tool_calls":
-        return dict(data)
-
-    function = data.get("function") or {}
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = {"_raw": function.get("arguments")}
-    return {"type": "server_tool_use", "id": data.get("id"), "name": function.get("name"), "input": arguments}
 
 
 async def _close(response: Any) -> None:

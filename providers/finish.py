@@ -21,24 +21,56 @@ __all__ = ["inband_status", "normalize_finish"]
 
 _COMMON: dict[str, FinishReason] = {
     # OpenAI Chat Completions and LiteLLM's mapped values
-    "stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length",
-    "content_filter": "content_filter", "refusal": "refusal", "error": "error",
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+    "refusal": "refusal",
+    "error": "error",
     # Anthropic Messages
-    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
-    "max_tokens": "length", "model_context_window_exceeded": "length",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
     # Gemini
-    "finish_reason_unspecified": "stop", "malformed_function_call": "error", "unexpected_tool_call": "error",
-    "other": "error", "too_many_tool_calls": "error",
+    "finish_reason_unspecified": "stop",
+    "malformed_function_call": "error",
+    "unexpected_tool_call": "error",
+    "other": "error",
+    "too_many_tool_calls": "error",
 }
-_GEMINI_FILTERS = frozenset({
-    "safety", "recitation", "blocklist", "prohibited_content", "spii", "image_safety", "language",
-    "image_prohibited_content", "image_recitation", "image_other", "no_image",
-})
+_GEMINI_FILTERS = frozenset(
+    {
+        "safety",
+        "recitation",
+        "blocklist",
+        "prohibited_content",
+        "spii",
+        "image_safety",
+        "language",
+        "image_prohibited_content",
+        "image_recitation",
+        "image_other",
+        "no_image",
+    }
+)
 
 _INBAND_TYPES = {
-    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403, "not_found_error": 404,
-    "request_too_large": 413, "rate_limit_error": 429, "overloaded_error": 529, "api_error": 500,
-    "server_error": 500, "invalid_argument": 400, "resource_exhausted": 429, "unavailable": 503,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "overloaded_error": 529,
+    "api_error": 500,
+    "server_error": 500,
+    "invalid_argument": 400,
+    "resource_exhausted": 429,
+    "unavailable": 503,
 }
 
 

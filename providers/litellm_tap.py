@@ -37,7 +37,18 @@ _OWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})  
 class RawTap:
     """The raw facts of one response stream on LiteLLM's path."""
 
-    __slots__ = ("_blocks", "_pending", "done", "ended", "error", "family", "installed", "output_tokens", "raw_finish", "usage")
+    __slots__ = (
+        "_blocks",
+        "_pending",
+        "done",
+        "ended",
+        "error",
+        "family",
+        "installed",
+        "output_tokens",
+        "raw_finish",
+        "usage",
+    )
 
     def __init__(self, family: str) -> None:
         self.family = family  # "openai" (the openai SDK's stream), "anthropic", "gemini"

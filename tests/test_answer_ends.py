@@ -35,8 +35,13 @@ async def _lookup(state: Any, args: Q) -> ToolResult:
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "demo",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "demo",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(body)}\n\n"
 
 
@@ -46,7 +51,11 @@ def answer(*deltas: dict[str, Any], finish: str) -> str:
 
 TRUNCATED_CALL = answer(
     {"role": "assistant", "content": "Let me look"},
-    {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "ord'}}]},
+    {
+        "tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "ord'}}
+        ]
+    },
     finish="length",
 )
 
@@ -70,8 +79,11 @@ async def chat(tmp_path: Path) -> AsyncIterator[Callable[[list[str]], Any]]:
             prompts={"p": define_prompt(prompt="You help.", tool_description="helper", tools=("lookup",))},
             agents={"chat": define_agent(type="ai_human", side_a=Side("p"))},
         )
-        config = {"providers": {"scripted": {"type": "scripted"}},
-                  "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}}, "default_model": "demo"}
+        config = {
+            "providers": {"scripted": {"type": "scripted"}},
+            "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}},
+            "default_model": "demo",
+        }
         storage = SQLiteStorage(str(tmp_path / "a.db"))
         runtime = Runtime(defs, config=config_from_dict(config), storage=storage, settings=RuntimeSettings())
         await runtime.open()
@@ -109,7 +121,9 @@ async def test_a_truncated_answer_is_marked_and_announced(chat):
 
 
 async def test_a_refusal_is_stored_apart_with_an_event(chat):
-    thread = await chat([answer({"role": "assistant", "content": None}, {"refusal": "I can't help with that."}, finish="stop")])
+    thread = await chat(
+        [answer({"role": "assistant", "content": None}, {"refusal": "I can't help with that."}, finish="stop")]
+    )
     result = await thread.send("something bad")
     assert result.refusal == "I can't help with that." and result.finish == "refusal" and result.output is None
     stored = [m for m in (await thread.get_messages()).messages if m.role == "assistant"][-1]
@@ -126,10 +140,17 @@ async def test_a_content_filter_stop_is_stored_and_announced(chat):
 
 
 async def test_reasoning_is_stored_streamed_apart_and_not_sent_to_an_openai_wire(chat):
-    thread = await chat([
-        answer({"role": "assistant", "reasoning_content": "The user greets; "}, {"reasoning_content": "greet back."}, {"content": "Hi!"}, finish="stop"),
-        answer({"role": "assistant", "content": "Bye!"}, finish="stop"),
-    ])
+    thread = await chat(
+        [
+            answer(
+                {"role": "assistant", "reasoning_content": "The user greets; "},
+                {"reasoning_content": "greet back."},
+                {"content": "Hi!"},
+                finish="stop",
+            ),
+            answer({"role": "assistant", "content": "Bye!"}, finish="stop"),
+        ]
+    )
     events: list[Any] = []
 
     async def watch() -> None:

@@ -296,13 +296,15 @@ async def test_a_hosts_litellm_callbacks_still_fire_after_a_runtime_opens(monkey
     monkeypatch.setattr(litellm, "success_callback", [host_success])
     monkeypatch.setattr(litellm, "failure_callback", [host_success])
     monkeypatch.setattr(client_module, "_LITELLM", None)  # configure LiteLLM again, as in a fresh process
-    runtime = Runtime(definitions(), config=config_from_dict({"providers": {"scripted": {"type": "scripted"}},
-                      "models": {"demo": {"provider": "scripted", "model": "demo"}}}), storage=SQLiteStorage(str(tmp_path / "db")))
+    models = {"demo": {"provider": "scripted", "model": "demo"}}
+    config = config_from_dict({"providers": {"scripted": {"type": "scripted"}}, "models": models})
+    runtime = Runtime(definitions(), config=config, storage=SQLiteStorage(str(tmp_path / "db")))
     await runtime.open()
     try:
         assert litellm.callbacks == [host] and litellm.success_callback == [host_success]
         assert litellm.failure_callback == [host_success]
-        await litellm.acompletion(model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello")
+        hi = [{"role": "user", "content": "hi"}]
+        await litellm.acompletion(model="openai/gpt-4o-mini", messages=hi, mock_response="hello")
         for _ in range(500):  # LiteLLM logs from a task of its own
             if "gpt-4o-mini" in seen:
                 break

@@ -19,7 +19,14 @@ from orchestrator.views import side_view
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.stream import (
-    ProviderBlock, ProviderError, ReasoningDelta, RefusalDelta, StreamEnd, StreamRestart, TextDelta, ToolCallDelta,
+    ProviderBlock,
+    ProviderError,
+    ReasoningDelta,
+    RefusalDelta,
+    StreamEnd,
+    StreamRestart,
+    TextDelta,
+    ToolCallDelta,
 )
 
 URL = "https://vendor.test/v1/chat/completions"
@@ -27,13 +34,21 @@ PATHS = ["auto", "litellm"]
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
     return f"data: {json.dumps(body)}\n\n"
 
 
-USAGE = 'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],' \
-        '"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}\n\n'
+USAGE = (
+    'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+    '"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}\n\n'
+)
 SNOWFLAKE = chunk({"role": "assistant", "content": "Hello"}) + chunk({"content": " there"}) + USAGE + "data: [DONE]\n\n"
 CUT = chunk({"role": "assistant", "content": "Hel"})  # neither [DONE] nor a finish_reason
 GROQ_TOOL_USE_FAILED = chunk({"role": "assistant", "content": ""}) + (
@@ -45,15 +60,29 @@ OPENROUTER_400 = chunk({"role": "assistant", "content": ""}) + (
     'data: {"id":"gen-1","object":"chat.completion.chunk","created":1,"model":"m","error":{"code":400,'
     '"message":"Provider returned error"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}\n\n'
 )
-OVERLOADED = chunk({"role": "assistant", "content": ""}) + 'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+OVERLOADED = (
+    chunk({"role": "assistant", "content": ""}) + 'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+)
 
 
 def client_for(path: str, monkeypatch: pytest.MonkeyPatch, attempts: int = 2) -> ModelClient:
     monkeypatch.setenv("VENDOR_KEY", "vendor-key-000000")
-    return ModelClient(config_from_dict({
-        "providers": {"vendor": {"type": "openai", "base_url": "https://vendor.test/v1", "api_key": "${VENDOR_KEY}", "stream": path}},
-        "models": {"m": {"provider": "vendor", "model": "m", "retry": {"attempts": attempts, "backoff": 0}}},
-    }), sleep=_no_sleep)
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {
+                    "vendor": {
+                        "type": "openai",
+                        "base_url": "https://vendor.test/v1",
+                        "api_key": "${VENDOR_KEY}",
+                        "stream": path,
+                    }
+                },
+                "models": {"m": {"provider": "vendor", "model": "m", "retry": {"attempts": attempts, "backoff": 0}}},
+            }
+        ),
+        sleep=_no_sleep,
+    )
 
 
 async def _no_sleep(_: float) -> None:
@@ -64,7 +93,9 @@ def sse(body: str) -> httpx.Response:
     return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
 
 
-async def run(client: ModelClient, body: str, url: str = URL, alias: str = "m", **kwargs: Any) -> tuple[list[Any], respx.Route]:
+async def run(
+    client: ModelClient, body: str, url: str = URL, alias: str = "m", **kwargs: Any
+) -> tuple[list[Any], respx.Route]:
     with respx.mock() as router:
         route = router.post(url__regex=url.replace(".", r"\.") + ".*").mock(side_effect=lambda _: sse(body))
         items = [i async for i in client.stream(alias, [{"role": "user", "content": "hi"}], **kwargs)]
@@ -98,7 +129,9 @@ async def test_stream_without_done_or_finish_reason_is_cut_retried_then_an_error
 
 
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("body", [GROQ_TOOL_USE_FAILED, OPENROUTER_400], ids=["groq_tool_use_failed", "openrouter_code_400"])
+@pytest.mark.parametrize(
+    "body", [GROQ_TOOL_USE_FAILED, OPENROUTER_400], ids=["groq_tool_use_failed", "openrouter_code_400"]
+)
 async def test_inband_400_is_a_bad_request_and_not_retried(path, body, monkeypatch):
     client = client_for(path, monkeypatch, attempts=3)
     with respx.mock() as router:
@@ -121,8 +154,13 @@ async def test_inband_server_error_is_still_retried(path, monkeypatch):
 
 @pytest.mark.parametrize("path", PATHS)
 async def test_reasoning_and_refusal_come_as_their_own_items(path, monkeypatch):
-    body = (chunk({"role": "assistant", "content": None, "reasoning_content": "Weigh it."}) + chunk({"content": ""})
-            + chunk({"refusal": "I can't help with that."}) + chunk({}, "stop") + "data: [DONE]\n\n")
+    body = (
+        chunk({"role": "assistant", "content": None, "reasoning_content": "Weigh it."})
+        + chunk({"content": ""})
+        + chunk({"refusal": "I can't help with that."})
+        + chunk({}, "stop")
+        + "data: [DONE]\n\n"
+    )
     items, _ = await run(client_for(path, monkeypatch), body)
     assert [i.text for i in items if isinstance(i, ReasoningDelta)] == ["Weigh it."]
     assert [i.text for i in items if isinstance(i, RefusalDelta)] == ["I can't help with that."]
@@ -133,7 +171,9 @@ async def test_reasoning_and_refusal_come_as_their_own_items(path, monkeypatch):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize(("raw", "finish"), [("length", "length"), ("content_filter", "content_filter")])
 async def test_length_and_content_filter_finishes_are_normalized(path, raw, finish, monkeypatch):
-    items, _ = await run(client_for(path, monkeypatch), chunk({"content": "Half an ans"}) + chunk({}, raw) + "data: [DONE]\n\n")
+    items, _ = await run(
+        client_for(path, monkeypatch), chunk({"content": "Half an ans"}) + chunk({}, raw) + "data: [DONE]\n\n"
+    )
     assert (items[-1].finish, items[-1].finish_reason) == (finish, raw)
 
 
@@ -163,12 +203,16 @@ def calls_of(items: list[Any]) -> list[tuple[str | None, str | None, str]]:
 PARALLEL_NO_INDEX = (
     chunk({"tool_calls": [call(None, "call_a", "get_weather", "{}")]})
     + chunk({"tool_calls": [call(None, "call_b", "get_time", "{}")]})
-    + chunk({}, "tool_calls") + "data: [DONE]\n\n"
+    + chunk({}, "tool_calls")
+    + "data: [DONE]\n\n"
 )
 NEW_ID_AT_USED_INDEX = (
-    chunk({"tool_calls": [call(0, "call_a", "get_weather", '{"city":')]}) + chunk({"tool_calls": [call(0, None, None, '"Oslo"}')]})
-    + chunk({"tool_calls": [call(0, "call_b", "get_time", '{"tz":')]}) + chunk({"tool_calls": [call(0, None, None, '"UTC"}')]})
-    + chunk({}, "tool_calls") + "data: [DONE]\n\n"
+    chunk({"tool_calls": [call(0, "call_a", "get_weather", '{"city":')]})
+    + chunk({"tool_calls": [call(0, None, None, '"Oslo"}')]})
+    + chunk({"tool_calls": [call(0, "call_b", "get_time", '{"tz":')]})
+    + chunk({"tool_calls": [call(0, None, None, '"UTC"}')]})
+    + chunk({}, "tool_calls")
+    + "data: [DONE]\n\n"
 )
 
 
@@ -184,8 +228,12 @@ async def test_a_new_id_at_an_index_in_use_starts_a_new_call(monkeypatch):
 
 
 async def test_contradictory_call_deltas_are_a_retried_provider_error(monkeypatch):
-    body = (chunk({"tool_calls": [call(0, "call_a", "get_weather", "{}")]}) + chunk({"tool_calls": [call(1, "call_a", None, "")]})
-            + chunk({}, "tool_calls") + "data: [DONE]\n\n")
+    body = (
+        chunk({"tool_calls": [call(0, "call_a", "get_weather", "{}")]})
+        + chunk({"tool_calls": [call(1, "call_a", None, "")]})
+        + chunk({}, "tool_calls")
+        + "data: [DONE]\n\n"
+    )
     client = client_for("auto", monkeypatch, attempts=2)
     with respx.mock() as router:
         route = router.post(URL).mock(side_effect=lambda _: sse(body))
@@ -198,16 +246,45 @@ async def test_contradictory_call_deltas_are_a_retried_provider_error(monkeypatc
 
 SIGNATURE = "EpIDCpwDAdHtim9" + "x" * 500
 GEMINI_FRAMES = [
-    {"candidates": [{"content": {"parts": [{"text": "Checking the weather.", "thought": True}], "role": "model"}, "index": 0}],
-     "modelVersion": "gemini-2.5-flash"},
-    {"candidates": [{"content": {"parts": [{"functionCall": {"id": "96c1su3s", "name": "get_weather", "args": {"city": "Paris"}},
-                                            "thoughtSignature": SIGNATURE}], "role": "model"}, "index": 0}],
-     "modelVersion": "gemini-2.5-flash"},
-    {"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
-     "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9, "totalTokenCount": 21}, "modelVersion": "gemini-2.5-flash"},
+    {
+        "candidates": [
+            {"content": {"parts": [{"text": "Checking the weather.", "thought": True}], "role": "model"}, "index": 0}
+        ],
+        "modelVersion": "gemini-2.5-flash",
+    },
+    {
+        "candidates": [
+            {
+                "content": {
+                    "parts": [
+                        {
+                            "functionCall": {"id": "96c1su3s", "name": "get_weather", "args": {"city": "Paris"}},
+                            "thoughtSignature": SIGNATURE,
+                        }
+                    ],
+                    "role": "model",
+                },
+                "index": 0,
+            }
+        ],
+        "modelVersion": "gemini-2.5-flash",
+    },
+    {
+        "candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9, "totalTokenCount": 21},
+        "modelVersion": "gemini-2.5-flash",
+    },
 ]
 GEMINI_URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent"
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 
 
 def gemini_body(frames: list[dict[str, Any]]) -> str:
@@ -218,13 +295,26 @@ def gemini_body(frames: list[dict[str, Any]]) -> str:
 def multi(monkeypatch: pytest.MonkeyPatch) -> ModelClient:
     monkeypatch.setenv("GEMINI_API_KEY", "gemini-key-000000")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-key-000000")
-    return ModelClient(config_from_dict({
-        "providers": {"gemini": {"api_key": "${GEMINI_API_KEY}"}, "anthropic": {"api_key": "${ANTHROPIC_API_KEY}"}},
-        "models": {
-            "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 2, "backoff": 0}},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 1024}, "retry": {"attempts": 2, "backoff": 0}},
-        },
-    }), sleep=_no_sleep)
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {
+                    "gemini": {"api_key": "${GEMINI_API_KEY}"},
+                    "anthropic": {"api_key": "${ANTHROPIC_API_KEY}"},
+                },
+                "models": {
+                    "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 2, "backoff": 0}},
+                    "claude": {
+                        "provider": "anthropic",
+                        "model": "claude-sonnet-4-5",
+                        "params": {"max_tokens": 1024},
+                        "retry": {"attempts": 2, "backoff": 0},
+                    },
+                },
+            }
+        ),
+        sleep=_no_sleep,
+    )
 
 
 async def test_gemini_call_id_is_the_providers_and_the_signature_travels_apart(multi):
@@ -237,7 +327,9 @@ async def test_gemini_call_id_is_the_providers_and_the_signature_travels_apart(m
 
 async def test_gemini_stream_without_finish_reason_is_cut_on_litellms_path(multi):
     with respx.mock() as router:
-        route = router.post(url__regex=GEMINI_URL.replace(".", r"\.") + ".*").mock(side_effect=lambda _: sse(gemini_body(GEMINI_FRAMES[:2])))
+        route = router.post(url__regex=GEMINI_URL.replace(".", r"\.") + ".*").mock(
+            side_effect=lambda _: sse(gemini_body(GEMINI_FRAMES[:2]))
+        )
         with pytest.raises(ProviderError) as err:
             _ = [i async for i in multi.stream("gem", [{"role": "user", "content": "hi"}], tools=TOOLS)]
     assert route.call_count == 2 and err.value.kind == "stream_cut" and err.value.retryable
@@ -246,12 +338,19 @@ async def test_gemini_stream_without_finish_reason_is_cut_on_litellms_path(multi
 async def test_gemini_signature_is_sent_back_with_the_call_and_the_id_unchanged(multi):
     history = [
         Message(thread_id="t", side="a", role="user", content="weather?"),
-        Message(thread_id="t", side="a", role="assistant", tool_calls=[ToolCall(id="96c1su3s", name="get_weather", arguments='{"city":"Paris"}', signature=SIGNATURE)]),
+        Message(
+            thread_id="t",
+            side="a",
+            role="assistant",
+            tool_calls=[ToolCall(id="96c1su3s", name="get_weather", arguments='{"city":"Paris"}', signature=SIGNATURE)],
+        ),
         Message(thread_id="t", side="a", role="tool", tool_call_id="96c1su3s", name="get_weather", content="sunny"),
     ]
     messages = side_view("a", history, "system", family="gemini")
     with respx.mock() as router:
-        route = router.post(url__regex=GEMINI_URL.replace(".", r"\.") + ".*").mock(side_effect=lambda _: sse(gemini_body(GEMINI_FRAMES[2:])))
+        route = router.post(url__regex=GEMINI_URL.replace(".", r"\.") + ".*").mock(
+            side_effect=lambda _: sse(gemini_body(GEMINI_FRAMES[2:]))
+        )
         _ = [i async for i in multi.stream("gem", messages, tools=TOOLS)]
     sent = json.loads(route.calls[0].request.content)
     model_turn = next(c for c in sent["contents"] if c["role"] == "model")
@@ -270,22 +369,61 @@ def anthropic_event(name: str, data: dict[str, Any]) -> str:
 
 
 def block(index: int, start: dict[str, Any], deltas: list[dict[str, Any]] = ()) -> str:  # type: ignore[assignment]
-    out = anthropic_event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
-    out += "".join(anthropic_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas)
+    out = anthropic_event(
+        "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+    )
+    out += "".join(
+        anthropic_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+        for d in deltas
+    )
     return out + anthropic_event("content_block_stop", {"type": "content_block_stop", "index": index})
 
 
-MCP_USE = {"type": "mcp_tool_use", "id": "mcptoolu_01", "name": "echo", "server_name": "example-mcp", "input": {"text": "hi"}}
-MCP_RESULT = {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_01", "is_error": False, "content": [{"type": "text", "text": "hi"}]}
+MCP_USE = {
+    "type": "mcp_tool_use",
+    "id": "mcptoolu_01",
+    "name": "echo",
+    "server_name": "example-mcp",
+    "input": {"text": "hi"},
+}
+MCP_RESULT = {
+    "type": "mcp_tool_result",
+    "tool_use_id": "mcptoolu_01",
+    "is_error": False,
+    "content": [{"type": "text", "text": "hi"}],
+}
 FUTURE = {"type": "container_upload", "file_id": "file_01"}
 ANTHROPIC_MCP = (
-    anthropic_event("message_start", {"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant",
-                    "model": "claude-sonnet-4-5", "content": [], "stop_reason": None, "usage": {"input_tokens": 20, "output_tokens": 1}}})
-    + block(0, {"type": "thinking", "thinking": "", "signature": ""},
-            [{"type": "thinking_delta", "thinking": "Use the echo tool."}, {"type": "signature_delta", "signature": "EqQBsig0"}])
-    + block(1, MCP_USE) + block(2, MCP_RESULT) + block(3, FUTURE)
+    anthropic_event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_01",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 20, "output_tokens": 1},
+            },
+        },
+    )
+    + block(
+        0,
+        {"type": "thinking", "thinking": "", "signature": ""},
+        [
+            {"type": "thinking_delta", "thinking": "Use the echo tool."},
+            {"type": "signature_delta", "signature": "EqQBsig0"},
+        ],
+    )
+    + block(1, MCP_USE)
+    + block(2, MCP_RESULT)
+    + block(3, FUTURE)
     + block(4, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "It said hi."}])
-    + anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 30}})
+    + anthropic_event(
+        "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 30}}
+    )
     + anthropic_event("message_stop", {"type": "message_stop"})
 )
 
@@ -301,8 +439,16 @@ async def test_anthropic_mcp_pair_and_unknown_blocks_kept_in_order_with_signed_t
 async def test_anthropic_mcp_turn_and_thinking_are_replayed(multi):
     history = [
         Message(thread_id="t", side="a", role="user", content="echo hi"),
-        Message(thread_id="t", side="a", role="assistant", content="It said hi.", provider_blocks=[MCP_USE, MCP_RESULT, FUTURE],
-                reasoning=[{"type": "thinking", "thinking": "Use the echo tool.", "signature": "EqQBsig0", "provider": "anthropic"}]),
+        Message(
+            thread_id="t",
+            side="a",
+            role="assistant",
+            content="It said hi.",
+            provider_blocks=[MCP_USE, MCP_RESULT, FUTURE],
+            reasoning=[
+                {"type": "thinking", "thinking": "Use the echo tool.", "signature": "EqQBsig0", "provider": "anthropic"}
+            ],
+        ),
         Message(thread_id="t", side="a", role="user", content="again"),
     ]
     messages = side_view("a", history, "system", family="anthropic")
@@ -322,24 +468,50 @@ async def test_anthropic_mcp_turn_and_thinking_are_replayed(multi):
 
 
 def anthropic_stream(*blocks: str, stop: str | None, output: int = 9, stop_event: bool = True) -> str:
-    out = anthropic_event("message_start", {"type": "message_start", "message": {"id": "msg_02", "type": "message", "role": "assistant",
-                          "model": "claude-sonnet-4-5", "content": [], "stop_reason": None, "usage": {"input_tokens": 11, "output_tokens": 1}}})
+    out = anthropic_event(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_02",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 11, "output_tokens": 1},
+            },
+        },
+    )
     out += "".join(blocks)
     if stop is not None:
-        out += anthropic_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})
+        out += anthropic_event(
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}},
+        )
     if stop_event:
         out += anthropic_event("message_stop", {"type": "message_stop"})
     return out
 
 
 TEXT_BLOCK = block(0, {"type": "text", "text": ""}, [{"type": "text_delta", "text": "Part of it"}])
-CUT_CALL = block(1, {"type": "tool_use", "id": "toolu_09", "name": "get_weather", "input": {}}, [{"type": "input_json_delta", "partial_json": '{"ci'}])
+CUT_CALL = block(
+    1,
+    {"type": "tool_use", "id": "toolu_09", "name": "get_weather", "input": {}},
+    [{"type": "input_json_delta", "partial_json": '{"ci'}],
+)
 
 
-@pytest.mark.parametrize(("stop", "finish", "blocks"), [
-    ("max_tokens", "length", (TEXT_BLOCK, CUT_CALL)), ("tool_use", "tool_calls", (TEXT_BLOCK, CUT_CALL)),
-    ("refusal", "refusal", (TEXT_BLOCK,)), ("end_turn", "stop", (TEXT_BLOCK,)), ("pause_turn", "stop", (TEXT_BLOCK,)),
-])
+@pytest.mark.parametrize(
+    ("stop", "finish", "blocks"),
+    [
+        ("max_tokens", "length", (TEXT_BLOCK, CUT_CALL)),
+        ("tool_use", "tool_calls", (TEXT_BLOCK, CUT_CALL)),
+        ("refusal", "refusal", (TEXT_BLOCK,)),
+        ("end_turn", "stop", (TEXT_BLOCK,)),
+        ("pause_turn", "stop", (TEXT_BLOCK,)),
+    ],
+)
 async def test_anthropic_stop_reasons_are_normalized_and_kept_raw(multi, stop, finish, blocks):
     items, _ = await run(multi, anthropic_stream(*blocks, stop=stop), "https://api.anthropic.com/v1/messages", "claude")
     assert (items[-1].finish, items[-1].finish_reason) == (finish, stop)
@@ -354,12 +526,17 @@ async def test_anthropic_stream_cut_before_its_stop_reason_is_retried_then_an_er
     assert route.call_count == 2 and err.value.retryable
 
 
-@pytest.mark.parametrize(("error", "status", "calls"), [
-    ({"type": "overloaded_error", "message": "Overloaded"}, 529, 2),
-    ({"type": "invalid_request_error", "message": "prompt is too long"}, 400, 1),
-])
+@pytest.mark.parametrize(
+    ("error", "status", "calls"),
+    [
+        ({"type": "overloaded_error", "message": "Overloaded"}, 529, 2),
+        ({"type": "invalid_request_error", "message": "prompt is too long"}, 400, 1),
+    ],
+)
 async def test_anthropic_error_event_is_mapped_by_its_type(multi, error, status, calls):
-    body = anthropic_stream(TEXT_BLOCK, stop=None, stop_event=False) + anthropic_event("error", {"type": "error", "error": error})
+    body = anthropic_stream(TEXT_BLOCK, stop=None, stop_event=False) + anthropic_event(
+        "error", {"type": "error", "error": error}
+    )
     with respx.mock() as router:
         route = router.post("https://api.anthropic.com/v1/messages").mock(side_effect=lambda _: sse(body))
         with pytest.raises(ProviderError) as err:
@@ -377,8 +554,16 @@ def gemini_frame(parts: list[dict[str, Any]], finish: str | None = None, **extra
 USAGE_META = {"usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 8}}
 
 
-@pytest.mark.parametrize(("raw", "finish"), [("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"),
-                                             ("MALFORMED_FUNCTION_CALL", "error"), ("STOP", "stop")])
+@pytest.mark.parametrize(
+    ("raw", "finish"),
+    [
+        ("MAX_TOKENS", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", "error"),
+        ("STOP", "stop"),
+    ],
+)
 async def test_gemini_finish_reasons_are_normalized_and_kept_raw(multi, raw, finish):
     body = gemini_body([gemini_frame([{"text": "Some"}]), gemini_frame([{"text": " text"}], raw, **USAGE_META)])
     items, _ = await run(multi, body, GEMINI_URL, "gem")
@@ -386,7 +571,9 @@ async def test_gemini_finish_reasons_are_normalized_and_kept_raw(multi, raw, fin
 
 
 async def test_gemini_blocked_prompt_is_a_content_filter_end(multi):
-    body = gemini_body([{"promptFeedback": {"blockReason": "SAFETY"}, **USAGE_META, "modelVersion": "gemini-2.5-flash"}])
+    body = gemini_body(
+        [{"promptFeedback": {"blockReason": "SAFETY"}, **USAGE_META, "modelVersion": "gemini-2.5-flash"}]
+    )
     items, _ = await run(multi, body, GEMINI_URL, "gem")
     assert (items[-1].finish, items[-1].finish_reason) == ("content_filter", "SAFETY")
 

@@ -30,7 +30,13 @@ import respx
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.stream import (
-    ProviderBlock, ProviderError, ReasoningDelta, RefusalDelta, StreamEnd, TextDelta, ToolCallDelta,
+    ProviderBlock,
+    ProviderError,
+    ReasoningDelta,
+    RefusalDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
 )
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
@@ -52,7 +58,9 @@ class Answer:
     reasoning: str = ""
     signatures: list[str] = field(default_factory=list)
     refusal: str = ""
-    calls: list[tuple[str | None, str | None, Any, str | None]] = field(default_factory=list)  # id, name, args, signature
+    calls: list[tuple[str | None, str | None, Any, str | None]] = field(
+        default_factory=list
+    )  # id, name, args, signature
     blocks: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
@@ -69,25 +77,37 @@ def serve(body: bytes, url: str) -> respx.MockRouter:
 def client(path: str, monkeypatch: pytest.MonkeyPatch) -> ModelClient:
     for name in ("VENDOR_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(name, f"{name.lower()}-000000")
-    return ModelClient(config_from_dict({
-        "providers": {
-            "vendor": {"type": "openai", "base_url": VENDOR_URL, "api_key": "${VENDOR_KEY}", "stream": path},
-            "anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "stream": path},
-            "gemini": {"api_key": "${GEMINI_API_KEY}", "stream": path},
-        },
-        "models": {
-            "vendor": {"provider": "vendor", "model": "m", "retry": {"attempts": 1}},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 1024}, "retry": {"attempts": 1}},
-            "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
-        },
-    }))
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {
+                    "vendor": {"type": "openai", "base_url": VENDOR_URL, "api_key": "${VENDOR_KEY}", "stream": path},
+                    "anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "stream": path},
+                    "gemini": {"api_key": "${GEMINI_API_KEY}", "stream": path},
+                },
+                "models": {
+                    "vendor": {"provider": "vendor", "model": "m", "retry": {"attempts": 1}},
+                    "claude": {
+                        "provider": "anthropic",
+                        "model": "claude-sonnet-4-5",
+                        "params": {"max_tokens": 1024},
+                        "retry": {"attempts": 1},
+                    },
+                    "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
+                },
+            }
+        )
+    )
 
 
 async def ours(path: str, monkeypatch: pytest.MonkeyPatch, alias: str, body: bytes, url: str) -> Answer:
     answer, calls = Answer(), {}
     try:
         with serve(body, url):
-            items = [i async for i in client(path, monkeypatch).stream(alias, [{"role": "user", "content": "hi"}], tools=TOOLS)]
+            items = [
+                i
+                async for i in client(path, monkeypatch).stream(alias, [{"role": "user", "content": "hi"}], tools=TOOLS)
+            ]
     except ProviderError as exc:
         return Answer(error_status=exc.status)
     for item in items:
@@ -121,11 +141,15 @@ async def openai_sdk(body: bytes) -> Answer:
     sdk = openai.AsyncOpenAI(base_url=VENDOR_URL, api_key="sdk-key", max_retries=0, http_client=httpx.AsyncClient())
     try:
         with serve(body, f"{VENDOR_URL}/chat/completions"):
-            stream = await sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+            stream = await sdk.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
             async for chunk in stream:
                 state.handle_chunk(chunk)
     except openai.APIError as exc:
-        body_status = (exc.body or {}).get("status_code") or (exc.body or {}).get("code") if isinstance(exc.body, dict) else None
+        body_status = (
+            (exc.body or {}).get("status_code") or (exc.body or {}).get("code") if isinstance(exc.body, dict) else None
+        )
         return Answer(error_status=body_status if isinstance(body_status, int) else None)
     snapshot = state.current_completion_snapshot
     choice = snapshot.choices[0] if snapshot.choices else None
@@ -136,7 +160,11 @@ async def openai_sdk(body: bytes) -> Answer:
         text=(message.content or "") if message else "",
         reasoning=extra.get("reasoning_content") or "",
         refusal=(message.refusal or "") if message else "",
-        calls=[(c.id, c.function.name, json.loads(c.function.arguments or "{}"), None) for c in (message.tool_calls or [])] if message else [],
+        calls=[
+            (c.id, c.function.name, json.loads(c.function.arguments or "{}"), None) for c in (message.tool_calls or [])
+        ]
+        if message
+        else [],
         finish_reason=choice.finish_reason if choice else None,
         usage=(usage.prompt_tokens, usage.completion_tokens) if usage else None,
     )
@@ -203,8 +231,13 @@ def gemini_sdk(body: bytes) -> Answer:
 # -- the corpus ---------------------------------------------------------------------------
 
 OPENAI_WIRE = [
-    "openai_text.sse", "openai_tool_call.sse", "openai_length.sse", "snowflake_cortex_no_finish_reason.sse",
-    "deepseek_reasoning.sse", "groq_tool_use_failed.sse", "openrouter_inband_400.sse",
+    "openai_text.sse",
+    "openai_tool_call.sse",
+    "openai_length.sse",
+    "snowflake_cortex_no_finish_reason.sse",
+    "deepseek_reasoning.sse",
+    "groq_tool_use_failed.sse",
+    "openrouter_inband_400.sse",
 ]
 
 
@@ -226,12 +259,20 @@ async def test_parallel_calls_without_index_are_two_calls(path, monkeypatch):
     person reads from the bytes is two calls."""
     body = (STREAMS / "openai_compatible_parallel_no_index.sse").read_bytes()
     got = await ours(path, monkeypatch, "vendor", body, f"{VENDOR_URL}/chat/completions")
-    assert got.calls == [("call_w1", "get_weather", {"city": "Paris"}, None), ("call_t2", "get_time", {"tz": "CET"}, None)]
+    assert got.calls == [
+        ("call_w1", "get_weather", {"city": "Paris"}, None),
+        ("call_t2", "get_time", {"tz": "CET"}, None),
+    ]
     assert got.finish_reason == "tool_calls" and got.usage == (30, 24)
 
 
-ANTHROPIC = ["anthropic_tool_use.sse", "anthropic_server_tool_use.sse", "anthropic_refusal.sse", "anthropic_thinking.sse",
-             "anthropic_mcp_connector.sse"]
+ANTHROPIC = [
+    "anthropic_tool_use.sse",
+    "anthropic_server_tool_use.sse",
+    "anthropic_refusal.sse",
+    "anthropic_thinking.sse",
+    "anthropic_mcp_connector.sse",
+]
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -241,7 +282,12 @@ async def test_anthropic_streams_agree_with_the_anthropic_sdk(name, path, monkey
     expected = await anthropic_sdk(body)
     got = await ours(path, monkeypatch, "claude", body, ANTHROPIC_URL)
     assert (got.text, got.reasoning, got.signatures, got.finish_reason, got.usage) == (
-        expected.text, expected.reasoning, expected.signatures, expected.finish_reason, expected.usage)
+        expected.text,
+        expected.reasoning,
+        expected.signatures,
+        expected.finish_reason,
+        expected.usage,
+    )
     assert got.calls == expected.calls
     assert [_subset(b, e) for b, e in zip(got.blocks, expected.blocks, strict=True)] == expected.blocks
 
@@ -260,5 +306,10 @@ async def test_gemini_streams_agree_with_the_genai_sdk(name, path, monkeypatch):
     body = (STREAMS / name).read_bytes()
     expected = gemini_sdk(body)
     got = await ours(path, monkeypatch, "gem", body, GEMINI_URL)
-    assert (got.text, got.reasoning, got.finish_reason, got.usage) == (expected.text, expected.reasoning, expected.finish_reason, expected.usage)
+    assert (got.text, got.reasoning, got.finish_reason, got.usage) == (
+        expected.text,
+        expected.reasoning,
+        expected.finish_reason,
+        expected.usage,
+    )
     assert got.calls == expected.calls

@@ -242,7 +242,8 @@ async def test_gemini_documented_stream(client):
     assert [(name, args) for _, name, args in calls] == [("get_weather", {"location": "Paris"}), ("get_time", {"tz": "CET"})]
     assert all(call_id for call_id, _, _ in calls)  # Gemini sends none; LiteLLM makes them
     end = items[-1]
-    assert (end.finish, end.finish_reason) == ("tool_calls", "STOP") and (end.usage.input_tokens, end.usage.output_tokens) == (30, 12)
+    assert (end.finish, end.finish_reason) == ("tool_calls", "STOP")
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (30, 12)
     request = route.calls[0].request
     assert request.url.params["alt"] == "sse"
     assert json.loads(request.content)["tools"][0]["function_declarations"][0]["name"] == "get_weather"
