@@ -60,30 +60,120 @@ TRUNCATED_CALL = answer(
 )
 
 
+URLS = {
+    "scripted": f"{SCRIPTED_BASE_URL}/chat/completions",
+    "anthropic": r"https://api\.anthropic\.com/v1/messages",
+    "gemini": r"https://generativelanguage\.googleapis\.com/v1beta/models/gemini-2\.5-flash:streamGenerateContent.*",
+}
+PROVIDERS = {
+    "scripted": {"type": "scripted"},
+    "anthropic": {"api_key": "${ANTHROPIC_API_KEY}"},
+    "gemini": {"api_key": "${GEMINI_API_KEY}"},
+}
+MODELS = {
+    "scripted": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}},
+    "anthropic": {
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
+        "params": {"max_tokens": 64},
+        "retry": {"attempts": 1},
+    },
+    "gemini": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
+}
+
+
+def _anthropic_event(name: str, data: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+ANTHROPIC_TRUNCATED_CALL = "".join(
+    _anthropic_event(name, data)
+    for name, data in [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 9, "output_tokens": 1},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me look"}},
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"q": "ord'},
+            },
+        ),
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 64}},
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+)
+GEMINI_TRUNCATED_CALL = "".join(
+    f"data: {json.dumps(frame)}\r\n\r\n"
+    for frame in [
+        {"candidates": [{"content": {"parts": [{"text": "Let me look"}], "role": "model"}, "index": 0}]},
+        {
+            "candidates": [
+                {
+                    "content": {"parts": [{"functionCall": {"name": "lookup", "args": {"q": "ord"}}}], "role": "model"},
+                    "finishReason": "MAX_TOKENS",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 64, "totalTokenCount": 73},
+        },
+    ]
+)
+
+
 @pytest.fixture
 async def chat(tmp_path: Path) -> AsyncIterator[Callable[[list[str]], Any]]:
     runtimes: list[Runtime] = []
     router = respx.mock(assert_all_called=False)
     router.start()
 
-    async def make(bodies: list[str]) -> Any:
+    async def make(bodies: list[str], provider: str = "scripted") -> Any:
         replies = iter(bodies)
 
         def reply(request: httpx.Request) -> httpx.Response:
             SENT.append(request.content.decode())
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=next(replies).encode())
 
-        router.post(f"{SCRIPTED_BASE_URL}/chat/completions").mock(side_effect=reply)
+        router.post(url__regex=URLS[provider]).mock(side_effect=reply)
         defs = definitions(
             tools={"lookup": define_tool(description="Look up", args=Q, execute=_lookup)},
             prompts={"p": define_prompt(prompt="You help.", tool_description="helper", tools=("lookup",))},
             agents={"chat": define_agent(type="ai_human", side_a=Side("p"))},
         )
-        config = {
-            "providers": {"scripted": {"type": "scripted"}},
-            "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}},
-            "default_model": "demo",
-        }
+        config = {"providers": PROVIDERS, "models": MODELS, "default_model": provider}
         storage = SQLiteStorage(str(tmp_path / "a.db"))
         runtime = Runtime(defs, config=config_from_dict(config), storage=storage, settings=RuntimeSettings())
         await runtime.open()
@@ -101,8 +191,18 @@ async def chat(tmp_path: Path) -> AsyncIterator[Callable[[list[str]], Any]]:
         RAN.clear()
 
 
-async def test_a_tool_call_cut_by_length_is_never_run(chat):
-    thread = await chat([TRUNCATED_CALL])
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [
+        ("scripted", TRUNCATED_CALL),
+        ("anthropic", ANTHROPIC_TRUNCATED_CALL),
+        ("gemini", GEMINI_TRUNCATED_CALL),
+    ],
+)
+async def test_a_tool_call_cut_by_length_is_never_run(chat, provider, body, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-key-000000")
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-key-000000")
+    thread = await chat([body], provider)
     result = await thread.send("find my order")
     assert RAN == []
     assert result.truncated and result.finish == "length" and result.output == "Let me look"
