@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -346,7 +346,7 @@ class ModelClient:
 
     async def _with_retries(
         self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any] | None, state: _Attempt
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         model = self.config.models[alias]
         info = self.config.model_info(alias)
         retrying = AsyncRetrying(
@@ -383,7 +383,7 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         extra: dict[str, Any] | None,
         state: _Attempt,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)

@@ -50,6 +50,7 @@ class WireRequest:
 
 def build_request(kwargs: dict[str, Any]) -> WireRequest:
     """The HTTP request `litellm.acompletion(**kwargs)` would send, built by LiteLLM's OpenAI config."""
+    from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
     from litellm.types.utils import LlmProviders
     from litellm.utils import ProviderConfigManager, get_optional_params
 
@@ -59,7 +60,8 @@ def build_request(kwargs: dict[str, Any]) -> WireRequest:
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     organization = params.pop("organization", None)
     config = ProviderConfigManager.get_provider_chat_config(model=model, provider=LlmProviders.OPENAI)
-    assert config is not None  # LiteLLM always has a config for its own openai family
+    if not isinstance(config, OpenAIGPTConfig):  # see tests/test_litellm_internals.py
+        raise RuntimeError(f"LiteLLM's openai chat config is {type(config).__qualname__}, not OpenAIGPTConfig")
     optional = get_optional_params(model=model, custom_llm_provider="openai", messages=messages, **params)
     extra_body = optional.pop("extra_body", None) or {}
     body = {**config.transform_request(model, messages, optional, {}, {}), **extra_body}
