@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from . import openai_wire
-from .call_ids import CallIndex, split_signature
+from .call_ids import CallIndex
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import RawTap
@@ -262,8 +262,8 @@ class _Tally:
             items.append(RefusalDelta(delta["refusal"]))
         for call in delta.get("tool_calls") or ():
             function = call.get("function") or {}
-            call_id, signature = split_signature(call.get("id"))
-            delta_item = ToolCallDelta(0, call_id, function.get("name"), function.get("arguments") or "", signature)
+            # the id as sent: packing a signature into it is LiteLLM's doing on its own path only
+            delta_item = ToolCallDelta(0, call.get("id"), function.get("name"), function.get("arguments") or "")
             items.append(self.calls.place(delta_item, call.get("index")))
         return items
 

@@ -586,3 +586,12 @@ async def test_gemini_inband_error_is_mapped_by_its_code(multi, code, status, ca
         with pytest.raises(ProviderError) as err:
             _ = [i async for i in multi.stream("gem", [{"role": "user", "content": "hi"}])]
     assert route.call_count == calls and err.value.status == status
+
+
+async def test_the_wire_reader_keeps_an_id_exactly_as_sent(monkeypatch):
+    """Only LiteLLM's own Gemini path packs `__thought__` into ids; an OpenAI-compatible server's id
+    (a LiteLLM proxy's included, which wants it back unchanged) is never rewritten."""
+    packed = "call_1__thought__c2lnbmF0dXJl"
+    body = chunk({"tool_calls": [call(0, packed, "get_weather", "{}")]}) + chunk({}, "tool_calls") + "data: [DONE]\n\n"
+    items, _ = await run(client_for("auto", monkeypatch), body)
+    assert [(d.id, d.signature) for d in items if isinstance(d, ToolCallDelta)] == [(packed, None)]
