@@ -273,7 +273,10 @@ async def test_silent_stream_hits_the_read_timeout():
 
 
 async def test_a_hosts_litellm_callbacks_still_fire_after_a_runtime_opens(monkeypatch, tmp_path):
-    """The runtime configures LiteLLM per call; it must not clear the host's Langfuse/OTel/cost callbacks."""
+    """The runtime configures LiteLLM per call; it must not clear the host's Langfuse/OTel/cost callbacks.
+
+    LiteLLM is configured on the first model call of a process (or a runtime's first open): both are
+    made here with the configuration reset, so the test does not depend on what ran before it."""
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
 
@@ -297,12 +300,15 @@ async def test_a_hosts_litellm_callbacks_still_fire_after_a_runtime_opens(monkey
     monkeypatch.setattr(litellm, "failure_callback", [host_success])
     monkeypatch.setattr(client_module, "_LITELLM", None)  # configure LiteLLM again, as in a fresh process
     models = {"demo": {"provider": "scripted", "model": "demo"}}
-    config = config_from_dict({"providers": {"scripted": {"type": "scripted"}}, "models": models})
+    config = config_from_dict({"providers": {"scripted": {"type": "scripted", "stream": "litellm"}}, "models": models})
     runtime = Runtime(definitions(), config=config, storage=SQLiteStorage(str(tmp_path / "db")))
     await runtime.open()
     try:
-        assert litellm.callbacks == [host] and litellm.success_callback == [host_success]
-        assert litellm.failure_callback == [host_success]
+        with ScriptedModel([ScriptedResponse(text="hi")]).serving():
+            _ = [i async for i in ModelClient(config).stream("demo", [{"role": "user", "content": "hi"}])]
+        # LiteLLM itself copies `callbacks` into the other lists on a call: what matters is that none is gone
+        assert host in litellm.callbacks and host_success in litellm.success_callback
+        assert host_success in litellm.failure_callback
         hi = [{"role": "user", "content": "hi"}]
         await litellm.acompletion(model="openai/gpt-4o-mini", messages=hi, mock_response="hello")
         for _ in range(500):  # LiteLLM logs from a task of its own
