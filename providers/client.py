@@ -30,6 +30,7 @@ from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import RawTap
 from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
 from .stream import (
+    FinishReason,
     ModelInfo,
     ProviderError,
     ReasoningDelta,
@@ -221,6 +222,7 @@ class _Tally:
     calls: CallIndex = field(default_factory=CallIndex)
     refused: bool = False
     tap: RawTap | None = None
+    normalized: FinishReason | None = None  # set by a native reader, which knows its provider's stop reasons
 
     def absorb(self, chunk: Any) -> list[StreamItem]:
         if getattr(chunk, "model", None):
@@ -304,7 +306,7 @@ class _Tally:
                 cost=_cost(model, alias_model, self.input_tokens, self.output_tokens, self.reported_cost),
             ),
             attempts=attempts,
-            finish=normalize_finish(raw, has_calls=self.calls.count > 0, refused=self.refused),
+            finish=self.normalized or normalize_finish(raw, has_calls=self.calls.count > 0, refused=self.refused),
         )
 
     def __post_init__(self) -> None:
