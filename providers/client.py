@@ -27,7 +27,7 @@ from . import openai_wire
 from .call_ids import CallIndex
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
-from .litellm_tap import RawTap
+from .litellm_tap import MARKED, RawTap
 from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
 from .stream import (
     FinishReason,
@@ -286,7 +286,7 @@ class _Tally:
         items = self._counted(tap.drain())
         if tap.error is not None:  # an in-band error LiteLLM let pass
             raise inband_error(tap.error, model=self.info.model)
-        if tap.installed and not tap.ended:
+        if tap.installed and tap.family in MARKED and not tap.ended:
             raise StreamCut(f"the {tap.family} stream ended without its end marker (cut short)")
         return items
 

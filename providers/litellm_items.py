@@ -33,6 +33,8 @@ def tap_for(info: ModelInfo, wrapper: Any) -> RawTap | None:
         family = info.dialect
     elif callable(getattr(inner, "_iter_events", None)):
         family = "openai"  # the openai SDK's stream: OpenAI-compatible providers on LiteLLM's path
+    elif info.dialect == "openai" and (callable(getattr(inner, "chunk_parser", None)) or inner is None):
+        family = "openai_like"  # LiteLLM's own iterator over OpenAI-shaped chunks (Groq, ...): errors only
     else:
         return None
     tap = RawTap(family)

@@ -32,6 +32,9 @@ from .stream import ProviderBlock, RefusalDelta, StreamItem
 __all__ = ["RawTap"]
 
 _OWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})  # LiteLLM turns these into deltas
+_PARSED = frozenset({"anthropic", "gemini", "openai_like"})  # read through the iterator's `chunk_parser`
+MARKED = frozenset({"openai", "anthropic", "gemini"})
+"""Families whose end marker the tap sees (for `openai_like` iterators LiteLLM consumes `[DONE]` itself)."""
 
 
 class RawTap:
@@ -51,7 +54,9 @@ class RawTap:
     )
 
     def __init__(self, family: str) -> None:
-        self.family = family  # "openai" (the openai SDK's stream), "anthropic", "gemini"
+        self.family = (
+            family  # "openai" (the openai SDK's stream), "openai_like" (LiteLLM's own iterator), "anthropic", "gemini"
+        )
         self.installed = False
         self.ended = False  # the provider's own end marker arrived
         self.done = False  # OpenAI wire: `data: [DONE]` arrived
@@ -67,7 +72,7 @@ class RawTap:
         some providers, Gemini among them, open lazily through `make_call` on the first read)."""
         inner = getattr(wrapper, "completion_stream", None)
         make_call = getattr(wrapper, "make_call", None)
-        if inner is None and callable(make_call) and self.family in ("anthropic", "gemini"):
+        if inner is None and callable(make_call) and self.family in _PARSED:
             wrapper.make_call = self._opening(make_call)
             self.installed = True  # confirmed (or withdrawn) when the stream opens
         else:
@@ -84,7 +89,7 @@ class RawTap:
     def _tap(self, inner: Any) -> None:
         parse = getattr(inner, "chunk_parser", None)
         self.installed = False
-        if callable(parse) and self.family in ("anthropic", "gemini"):
+        if callable(parse) and self.family in _PARSED:
             inner.chunk_parser = self._parser(parse)
             self.installed = True
         elif callable(getattr(inner, "_iter_events", None)) and self.family == "openai":
@@ -101,7 +106,7 @@ class RawTap:
     # -- observers -----------------------------------------------------------
 
     def _parser(self, parse: Callable[..., Any]) -> Callable[..., Any]:
-        see = self._anthropic if self.family == "anthropic" else self._gemini
+        see = {"anthropic": self._anthropic, "gemini": self._gemini}.get(self.family, self._openai_chunk)
 
         def tapped(chunk: Any) -> Any:
             if isinstance(chunk, dict):
@@ -126,8 +131,10 @@ class RawTap:
             chunk = json.loads(data)
         except ValueError:
             return
-        if not isinstance(chunk, dict):
-            return
+        if isinstance(chunk, dict):
+            self._openai_chunk(chunk)
+
+    def _openai_chunk(self, chunk: dict[str, Any]) -> None:
         if chunk.get("error"):
             self.error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": str(chunk["error"])}
         usage = chunk.get("usage")

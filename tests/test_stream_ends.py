@@ -595,3 +595,28 @@ async def test_the_wire_reader_keeps_an_id_exactly_as_sent(monkeypatch):
     body = chunk({"tool_calls": [call(0, packed, "get_weather", "{}")]}) + chunk({}, "tool_calls") + "data: [DONE]\n\n"
     items, _ = await run(client_for("auto", monkeypatch), body)
     assert [(d.id, d.signature) for d in items if isinstance(d, ToolCallDelta)] == [(packed, None)]
+
+
+async def test_groq_provider_type_maps_its_inband_400_too(monkeypatch):
+    """`type: groq` streams through LiteLLM's own Groq iterator (not the openai SDK); LiteLLM fails on the
+    string `code` there (a ValueError), the tap still reads the error's own status."""
+    monkeypatch.setenv("GROQ_API_KEY", "groq-key-000000")
+    client = ModelClient(
+        config_from_dict(
+            {
+                "providers": {"groq": {"api_key": "${GROQ_API_KEY}"}},
+                "models": {"g": {"provider": "groq", "model": "llama-3.3-70b-versatile", "retry": {"attempts": 3}}},
+            }
+        ),
+        sleep=_no_sleep,
+    )
+    good = chunk({"role": "assistant", "content": "Hi"}) + chunk({}, "stop") + "data: [DONE]\n\n"
+    items, _ = await run(client, good, "https://api.groq.com/openai/v1/chat/completions", "g")
+    assert [i.text for i in items if isinstance(i, TextDelta)] == ["Hi"] and items[-1].finish == "stop"
+    with respx.mock() as router:
+        route = router.post("https://api.groq.com/openai/v1/chat/completions").mock(
+            side_effect=lambda _: sse(GROQ_TOOL_USE_FAILED)
+        )
+        with pytest.raises(ProviderError) as err:
+            _ = [i async for i in client.stream("g", [{"role": "user", "content": "hi"}])]
+    assert route.call_count == 1 and (err.value.kind, err.value.status) == ("bad_request", 400)
