@@ -41,7 +41,7 @@ from .storage.base import StepWrite, Storage, StorageError
 if TYPE_CHECKING:
     from .broker import RedisBroker
 
-EPHEMERAL_EVENTS = frozenset({"text_delta"})
+EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
 _log = structlog.get_logger("orchestrator.events")

@@ -18,8 +18,9 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
+from providers.stream import ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
+from .answers import answer_message, provider_family
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, StepTools
 from .hooks import ToolCallStart
@@ -57,6 +58,9 @@ class ExecutionResult(BaseModel):
     side_b_step_count: int
     usage: Usage
     output: str | None = None  # the last AI text of the execution
+    finish: str | None = None  # how the last AI answer ended (providers.stream.FinishReason)
+    truncated: bool = False  # the last AI answer was cut by the token limit (`output` is partial)
+    refusal: str | None = None  # the last AI answer's refusal text, if it refused
     new_messages: list[Message] = Field(default_factory=list)
 
     @property
@@ -223,7 +227,10 @@ class _Execution:
         history = list(self.execution.message_history)  # one snapshot per request
         system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
         attachments = await self._image_data(history) if info.supports_images else {}
-        messages = side_view(side, history, system, image_input=info.supports_images, attachment_data=attachments)
+        family = provider_family(info.model)
+        messages = side_view(
+            side, history, system, image_input=info.supports_images, attachment_data=attachments, family=family
+        )
         messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
         started = time.perf_counter()
         self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
@@ -257,19 +264,21 @@ class _Execution:
                 else:
                     if isinstance(item, TextDelta):
                         self._publish("text_delta", {"side": side, "depth": depth, "text": item.text})
+                    elif isinstance(item, ReasoningDelta) and item.text:
+                        self._publish("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
                     for call in assembler.feed(item):
                         await self._fire_started(call, toolset, side, depth, fired)
             for call in assembler.finish():
                 await self._fire_started(call, toolset, side, depth, fired)
 
         await self._until_aborted(consume())
-        calls = [c.model_copy(update={"provider_executed": c.name in toolset.provider_tools or c.id.startswith("srvtoolu_")}) for c in assembler.tool_calls()]
-        message = Message(
-            thread_id=self.thread.id, side=side, role="assistant", content=assembler.text or None,
-            tool_calls=calls or None, provider_blocks=assembler.provider_blocks or None,
-            depth=depth, flow_id=self.snap.flow_id,
-            metadata={"model": end[0].model if end else info.model},
+        last = end[0] if end else None
+        message, events = answer_message(
+            assembler, last, thread_id=self.thread.id, side=side, depth=depth, flow_id=self.snap.flow_id,
+            model=last.model if last else info.model, provider_tools=toolset.provider_tools,
         )
+        for kind, data in events:
+            self._publish(kind, data)
         return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
     async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]) -> None:
@@ -396,7 +405,7 @@ class _Execution:
         )
 
     def _publish(self, kind: str, data: Any) -> None:
-        self.services.bus.publish(self.thread.id, kind, data, defer=kind != "text_delta")
+        self.services.bus.publish(self.thread.id, kind, data, defer=kind not in ("text_delta", "reasoning_delta"))
 
     def _end(self, side: SideName, reason: str) -> None:
         if not self.snap.stopped:
@@ -432,7 +441,10 @@ class _Execution:
     async def _result(self) -> ExecutionResult:
         new = [m for m in self.execution.message_history if m.seq > self.first_seq]
         output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        last = next((m for m in reversed(new) if m.role == "assistant" and m.depth == 0 and m.finish), None)
         return ExecutionResult(
+            finish=last.finish if last else None, truncated=last is not None and last.finish == "length",
+            refusal=last.refusal if last else None,
             thread_id=self.thread.id, flow_id=self.snap.flow_id, stopped_by=self.snap.stopped_by,
             reason=self.snap.reason or "rest", step_count=self.snap.step_count,
             side_a_step_count=self.snap.side_a_step_count, side_b_step_count=self.snap.side_b_step_count,

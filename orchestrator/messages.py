@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from providers.stream import FinishReason
+
 from .results import AttachmentRef
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -27,10 +29,11 @@ class ToolCall(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str
+    id: str  # the provider's own id, as in its bytes
     name: str
     arguments: str = "{}"
     provider_executed: bool = False
+    signature: str | None = None  # what the provider needs back with the call (a Gemini thoughtSignature)
 
 
 class Message(BaseModel):
@@ -48,6 +51,12 @@ class Message(BaseModel):
     tool_status: Literal["success", "error"] | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     provider_blocks: list[dict[str, Any]] | None = None  # provider-executed tool blocks, verbatim
+    # How an assistant answer ended (see docs/providers.md). `reasoning`: thinking blocks
+    # ({"type": "thinking", "thinking", "signature"} / {"type": "redacted_thinking", "data"}), each with
+    # the "provider" family that made it; sent back only to that family, shown to no one else.
+    reasoning: list[dict[str, Any]] | None = None
+    refusal: str | None = None  # the model's refusal text, kept apart from `content`
+    finish: FinishReason | None = None  # "length": the answer was cut by the token limit (truncated)
     silent: bool = False
     depth: int = 0  # 0 for the thread's own turns; +1 per nested prompt-as-tool
     flow_id: str | None = None

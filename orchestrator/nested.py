@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from . import tracing
+from .answers import provider_family
 from .definitions import AgentDefinition, PromptDefinition
 from .messages import Message, SideName, ThreadRecord, ToolCall
 from .results import ToolResult
@@ -49,7 +50,7 @@ async def _run_prompt(run: _Execution, prompt: PromptDefinition, args: dict[str,
         )
         local: list[Message] = [await run.services.store_message(run.state, opening)]
         for _ in range(prompt.max_steps):
-            messages = side_view(side, local, system, depth=inner)
+            messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
             assistant, end = await run._stream(side, prompt, info, toolset, messages, depth=inner)
             run.snap.step_count += 1
             run.add_usage(end)

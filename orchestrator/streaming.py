@@ -1,7 +1,9 @@
 """Turning a model stream's deltas into a message, and spotting progress arguments.
 
-The executor feeds every `TextDelta`, `ToolCallDelta` and `ProviderBlock` to a
-`StreamAssembler`. It assembles the text and the tool calls (per `index`,
+The executor feeds every `TextDelta`, `ReasoningDelta`, `RefusalDelta`,
+`ToolCallDelta` and `ProviderBlock` to a `StreamAssembler`. It assembles the
+text, the reasoning blocks, the refusal and the tool calls (per `index`, which
+the provider client has already made one per call: see `providers/call_ids.py`;
 parallel and interleaved calls included) and says when each call's
 `tool_call_started` should fire: the moment the tool's `progress_argument` (a
 top-level string property of the arguments object) has closed in the stream,
@@ -31,7 +33,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from providers.stream import ProviderBlock, TextDelta, ToolCallDelta
+from providers.stream import ProviderBlock, ReasoningDelta, RefusalDelta, TextDelta, ToolCallDelta
 
 from .messages import ToolCall
 
@@ -269,6 +271,7 @@ class _Call:
     parts: list[str] = field(default_factory=list)  # argument fragments, joined lazily
     scanner: ProgressScanner | None = None
     started: bool = False
+    signature: str | None = None
 
 
 def _joined(parts: list[str]) -> str:
@@ -292,31 +295,65 @@ class StreamAssembler:
         self._text_parts: list[str] = []
         self._calls: dict[int, _Call] = {}
         self.provider_blocks: list[dict] = []
+        self.reasoning: list[dict] = []  # thinking blocks: {"type": "thinking", "thinking", "signature"} / redacted
+        self._refusal: list[str] = []
+        self._thinking_open = False
 
     @property
     def text(self) -> str:
         return _joined(self._text_parts)
+
+    @property
+    def refusal(self) -> str | None:
+        return "".join(self._refusal) or None
 
     def reset(self) -> None:
         """Forget everything: a retry or fallback restarted the stream."""
         self._text_parts = []
         self._calls = {}
         self.provider_blocks = []
+        self.reasoning = []
+        self._refusal = []
+        self._thinking_open = False
 
-    def feed(self, item: TextDelta | ToolCallDelta | ProviderBlock) -> list[CallStarted]:
+    def feed(
+        self, item: TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock
+    ) -> list[CallStarted]:
         if isinstance(item, ToolCallDelta):
             return self._feed_call(item)
         if isinstance(item, TextDelta):
             if item.text:
                 self._text_parts.append(item.text)
             return []
+        if isinstance(item, ReasoningDelta):
+            self._feed_reasoning(item)
+            return []
+        if isinstance(item, RefusalDelta):
+            self._refusal.append(item.text)
+            return []
         if isinstance(item, ProviderBlock):
             self.provider_blocks.append(item.block)
             return []
         raise TypeError(
-            f"StreamAssembler.feed: expected TextDelta, ToolCallDelta or ProviderBlock, got {type(item).__name__}"
-            " (on StreamRestart call reset(), on StreamEnd call finish())"
+            "StreamAssembler.feed: expected TextDelta, ReasoningDelta, RefusalDelta, ToolCallDelta or ProviderBlock,"
+            f" got {type(item).__name__} (on StreamRestart call reset(), on StreamEnd call finish())"
         )
+
+    def _feed_reasoning(self, item: ReasoningDelta) -> None:
+        """Text joins the open thinking block; a signature closes it (Anthropic sends it last);
+        redacted thinking is a block of its own."""
+        if item.redacted is not None:
+            self.reasoning.append({"type": "redacted_thinking", "data": item.redacted})
+            self._thinking_open = False
+            return
+        if not self._thinking_open:
+            self.reasoning.append({"type": "thinking", "thinking": ""})
+            self._thinking_open = True
+        block = self.reasoning[-1]
+        block["thinking"] += item.text
+        if item.signature:
+            block["signature"] = item.signature
+            self._thinking_open = False
 
     def finish(self) -> list[CallStarted]:
         """The stream ended: every call not started yet starts now, without a value."""
@@ -324,7 +361,10 @@ class StreamAssembler:
 
     def tool_calls(self) -> list[ToolCall]:
         return [
-            ToolCall(id=self._id(c), name=c.name or "", arguments=args if (args := _joined(c.parts)).strip() else "{}")
+            ToolCall(
+                id=self._id(c), name=c.name or "", arguments=args if (args := _joined(c.parts)).strip() else "{}",
+                signature=c.signature,
+            )
             for _, c in sorted(self._calls.items())
         ]
 
@@ -334,6 +374,8 @@ class StreamAssembler:
             call = self._calls[delta.index] = _Call(delta.index)
         if delta.id and call.id is None:
             call.id = delta.id
+        if delta.signature:
+            call.signature = delta.signature
         if delta.arguments:
             call.parts.append(delta.arguments)
         if call.started:

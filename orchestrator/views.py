@@ -45,6 +45,7 @@ def side_view(
     depth: int = 0,
     image_input: bool = False,
     attachment_data: Mapping[str, str] | None = None,
+    family: str | None = None,
 ) -> list[dict[str, Any]]:
     """Provider-format messages for `side` at `depth` (OpenAI chat format, as LiteLLM takes).
 
@@ -54,14 +55,17 @@ def side_view(
     storage); tools queued by a call are shown as calls of the same message;
     empty assistant turns are left out; unparseable arguments are sent as
     `{}`; a call without a stored result (stopped, failed or crashed before it
-    finished) is answered with a note."""
+    finished) is answered with a note. `family` is the LiteLLM provider family the
+    request goes to: a side's own reasoning and call signatures go back to the family
+    that made them (Anthropic thinking blocks with their signature; Gemini thought
+    signatures) and to no other provider; the other side never sees them."""
     at_depth = [m for m in history if m.depth == depth]
     results = {m.tool_call_id: m for m in at_depth if m.role == "tool"}
     queued: dict[str, list[Message]] = {}
     for m in at_depth:
         if m.metadata.get("queued_by"):
             queued.setdefault(m.metadata["queued_by"], []).append(m)
-    context = _Context(results, queued, image_input, attachment_data or {})
+    context = _Context(results, queued, image_input, attachment_data or {}, family)
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     for message in at_depth:
         if message.role == "tool" or message.metadata.get("queued_by"):
@@ -76,7 +80,11 @@ def side_view(
 
 
 class _Context:
-    def __init__(self, results: dict[str | None, Message], queued: dict[str, list[Message]], image_input: bool, attachment_data: Mapping[str, str]) -> None:
+    def __init__(
+        self, results: dict[str | None, Message], queued: dict[str, list[Message]], image_input: bool,
+        attachment_data: Mapping[str, str], family: str | None = None,
+    ) -> None:
+        self.family = family
         self.results = results
         self.queued = queued
         self.image_input = image_input
@@ -96,12 +104,13 @@ def _own(message: Message, context: _Context) -> list[dict[str, Any]]:
     entry: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.provider_blocks:
         entry["provider_specific_fields"] = _merge_blocks(message.provider_blocks)
+    thinking = _thinking_blocks(message, context.family)
+    if thinking:
+        entry["thinking_blocks"] = thinking
     if message.role != "assistant" or not message.tool_calls:
         return [entry]
     calls = _with_queued(message.tool_calls, context)
-    entry["tool_calls"] = [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.arguments)}} for c in calls
-    ]
+    entry["tool_calls"] = [_call_entry(c, context.family) for c in calls]
     if not message.content:
         entry["content"] = None
     answers: list[dict[str, Any]] = []
@@ -119,6 +128,29 @@ def _own(message: Message, context: _Context) -> list[dict[str, Any]]:
     if images:
         answers.append({"role": "user", "content": [{"type": "text", "text": "Images returned by the tools above:"}, *images]})
     return [entry, *answers]
+
+
+_SIGNED_CALLS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
+
+
+def _call_entry(call: ToolCall, family: str | None) -> dict[str, Any]:
+    function = {"name": call.name, "arguments": _arguments(call.arguments)}
+    entry: dict[str, Any] = {"id": call.id, "type": "function", "function": function}
+    if call.signature and family in _SIGNED_CALLS:
+        entry["provider_specific_fields"] = {"thought_signature": call.signature}  # LiteLLM's spelling for Gemini
+    return entry
+
+
+def _thinking_blocks(message: Message, family: str | None) -> list[dict[str, Any]]:
+    """Signed thinking blocks of the same provider family, as LiteLLM sends them to Anthropic
+    (required before a `tool_use` of the same turn when thinking is on)."""
+    if not message.reasoning or family is None:
+        return []
+    return [
+        {k: v for k, v in block.items() if k != "provider"}
+        for block in message.reasoning
+        if block.get("provider") == family and (block.get("signature") or block.get("type") == "redacted_thinking")
+    ]
 
 
 def _with_queued(calls: Sequence[ToolCall], context: _Context) -> list[ToolCall]:
@@ -147,7 +179,8 @@ def _tool_result(message: Message, context: _Context) -> tuple[dict[str, Any], l
 def _merge_blocks(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Stored provider blocks in the shape LiteLLM replays to the provider:
     server tool uses as `server_tool_calls`, web search results as
-    `web_search_results`, other server tool results as `tool_results`."""
+    `web_search_results`, other server tool results as `tool_results`; MCP connector
+    blocks (`mcp_tool_use`, `mcp_tool_result`) and unknown block types verbatim, in order."""
     fields: dict[str, Any] = {}
     for block in blocks:
         kind = block.get("type")
@@ -156,6 +189,10 @@ def _merge_blocks(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
             fields.setdefault("server_tool_calls", []).append(call)
         elif kind == "web_search_tool_result":
             fields.setdefault("web_search_results", []).append(block)
+        elif isinstance(kind, str) and (kind.startswith("mcp_") or not kind.endswith("_tool_result")):
+            # MCP connector pairs and block types LiteLLM does not know: the one list LiteLLM
+            # replays verbatim into the assistant turn (ahead of its text and tool uses), in order
+            fields.setdefault("compaction_blocks", []).append(block)
         elif isinstance(kind, str) and kind.endswith("_tool_result"):
             fields.setdefault("tool_results", []).append(block)
         else:

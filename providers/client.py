@@ -9,12 +9,11 @@ seconds to import and must not slow `import orchestrator`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,11 +24,17 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from . import openai_wire
-from .openai_wire import WIRE_TYPES, build_request, stream_chunks
+from .call_ids import CallIndex
+from .finish import normalize_finish
+from .litellm_items import delta_items, ended_despite, tap_for
+from .litellm_tap import MARKED, RawTap
+from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
 from .stream import (
+    FinishReason,
     ModelInfo,
-    ProviderBlock,
     ProviderError,
+    ReasoningDelta,
+    RefusalDelta,
     StreamEnd,
     StreamItem,
     StreamRestart,
@@ -43,11 +48,14 @@ __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})")
-_ANTHROPIC_BLOCK_KEYS = ("server_tool_calls", "web_search_results", "tool_results")
 
 
 def _litellm() -> Any:
-    """Import and quiet LiteLLM once: local cost map, httpx transport, no callbacks."""
+    """Import and quiet LiteLLM once: local cost map, httpx transport, no debug banner.
+
+    The host application's own LiteLLM callbacks (Langfuse, OpenTelemetry, cost logging) are
+    left as they are: LiteLLM is a shared library here, and what the runtime needs
+    (`drop_params`, no retries) is passed per call."""
     global _LITELLM
     if _LITELLM is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -56,10 +64,6 @@ def _litellm() -> Any:
         litellm.disable_aiohttp_transport = True
         litellm.suppress_debug_info = True
         litellm.telemetry = False
-        litellm.drop_params = False
-        litellm.callbacks = []
-        litellm.success_callback = []
-        litellm.failure_callback = []
         warnings.filterwarnings("ignore", message=r".*ReadOnly. qualifier", category=UserWarning)
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -100,7 +104,13 @@ _BY_CLASS = {
     "InternalServerError": ("server", 500, True),
     "ConfigError": ("config", None, False),
     "TimeoutError": ("timeout", None, True),
+    "StreamCut": ("stream_cut", None, True),
+    "StreamContradiction": ("stream_invalid", None, True),
 }
+
+
+class StreamCut(Exception):
+    """The stream ended without the provider's own end marker: never an answer (retried)."""
 
 
 def classify_error(exc: BaseException) -> _Failure:
@@ -209,6 +219,10 @@ class _Tally:
     output_tokens: int = 0
     reported_cost: float | None = None
     seen_blocks: dict[str, int] = field(default_factory=dict)
+    calls: CallIndex = field(default_factory=CallIndex)
+    refused: bool = False
+    tap: RawTap | None = None
+    normalized: FinishReason | None = None  # set by a native reader, which knows its provider's stop reasons
 
     def absorb(self, chunk: Any) -> list[StreamItem]:
         if getattr(chunk, "model", None):
@@ -217,11 +231,13 @@ class _Tally:
         if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
             self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
             self.reported_cost = getattr(usage, "cost", None)
+        items = self._counted(self.tap.drain()) if self.tap is not None else []
         if not chunk.choices:
-            return []
+            return items
         choice = chunk.choices[0]
         self.finish = choice.finish_reason or self.finish
-        return list(_items(choice.delta, self.seen_blocks))
+        blocks = None if self.tap is not None and self.tap.family == "anthropic" else self.seen_blocks
+        return items + [self._placed(item) for item in delta_items(choice.delta, blocks)]
 
     def absorb_wire(self, chunk: dict[str, Any]) -> list[StreamItem]:
         """The same for a raw OpenAI `chat.completion.chunk` (see `openai_wire`)."""
@@ -237,12 +253,61 @@ class _Tally:
         choice = choices[0]
         self.finish = choice.get("finish_reason") or self.finish
         delta = choice.get("delta") or {}
-        items: list[StreamItem] = [TextDelta(delta["content"])] if delta.get("content") else []
+        items: list[StreamItem] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")  # DeepSeek, vLLM / OpenRouter, Groq
+        if reasoning and isinstance(reasoning, str):
+            items.append(ReasoningDelta(reasoning))
+        if delta.get("content"):
+            items.append(TextDelta(delta["content"]))
+        if delta.get("refusal"):
+            self.refused = True
+            items.append(RefusalDelta(delta["refusal"]))
         for call in delta.get("tool_calls") or ():
             function = call.get("function") or {}
-            index = call.get("index")
-            items.append(ToolCallDelta(index or 0, call.get("id"), function.get("name"), function.get("arguments") or ""))
+            # the id as sent: packing a signature into it is LiteLLM's doing on its own path only
+            delta_item = ToolCallDelta(0, call.get("id"), function.get("name"), function.get("arguments") or "")
+            items.append(self.calls.place(delta_item, call.get("index")))
         return items
+
+    def _placed(self, item: StreamItem) -> StreamItem:
+        if isinstance(item, ToolCallDelta):
+            return self.calls.place(item, item.index)
+        if isinstance(item, RefusalDelta):
+            self.refused = True
+        return item
+
+    def _counted(self, items: list[StreamItem]) -> list[StreamItem]:
+        return [self._placed(item) for item in items]
+
+    def absorb_tail(self) -> list[StreamItem]:
+        """What the tap read after LiteLLM's last chunk; a stream without its end marker is cut here."""
+        tap = self.tap
+        assert tap is not None
+        items = self._counted(tap.drain())
+        if tap.error is not None:  # an in-band error LiteLLM let pass
+            raise inband_error(tap.error, model=self.info.model)
+        if tap.installed and tap.family in MARKED and not tap.ended:
+            raise StreamCut(f"the {tap.family} stream ended without its end marker (cut short)")
+        return items
+
+    def end(self, model: ModelConfig, alias_model: str, provider: str, attempts: int) -> StreamEnd:
+        raw = self.tap.raw_finish if self.tap is not None and self.tap.raw_finish else self.finish
+        if self.tap is not None and self.tap.usage and not self.input_tokens:
+            self.input_tokens, self.output_tokens = self.tap.usage  # LiteLLM dropped it with the missing finish_reason
+        if self.tap is not None and self.tap.output_tokens is not None:
+            self.output_tokens = self.tap.output_tokens
+        return StreamEnd(
+            finish_reason=raw,
+            model=self.served,
+            provider=provider,
+            usage=StreamUsage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cost=_cost(model, alias_model, self.input_tokens, self.output_tokens, self.reported_cost),
+            ),
+            attempts=attempts,
+            finish=self.normalized or normalize_finish(raw, has_calls=self.calls.count > 0, refused=self.refused),
+        )
 
     def __post_init__(self) -> None:
         self.served = self.served or self.info.model
@@ -283,7 +348,7 @@ class ModelClient:
 
     async def _with_retries(
         self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any] | None, state: _Attempt
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         model = self.config.models[alias]
         info = self.config.model_info(alias)
         retrying = AsyncRetrying(
@@ -320,7 +385,7 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         extra: dict[str, Any] | None,
         state: _Attempt,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
@@ -331,6 +396,7 @@ class ModelClient:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
             # first byte and every gap between chunks, whatever transport (or mock).
             chunks, absorb = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout), tally.absorb
+            tally.tap = tap_for(info, chunks)
         loop = asyncio.get_running_loop()
         try:
             source = chunks.__aiter__()
@@ -343,22 +409,19 @@ class ModelClient:
                         chunk = await source.__anext__()
                     except StopAsyncIteration:
                         break
+                    except Exception as exc:  # noqa: BLE001 - what LiteLLM's wrapper did not know
+                        if ended_despite(tally.tap, exc):
+                            break
+                        raise
                     deadline.reschedule(None)
                     for item in absorb(chunk):
                         yield item
         finally:
             await _close(chunks)
-        yield StreamEnd(
-            finish_reason=tally.finish,
-            model=tally.served,
-            provider=model.provider,
-            usage=StreamUsage(
-                input_tokens=tally.input_tokens,
-                output_tokens=tally.output_tokens,
-                cost=_cost(model, info.model, tally.input_tokens, tally.output_tokens, tally.reported_cost),
-            ),
-            attempts=state.number,
-        )
+        if tally.tap is not None:
+            for item in tally.absorb_tail():
+                yield item
+        yield tally.end(model, info.model, model.provider, state.number)
 
     def _error(self, exc: BaseException, alias: str, failure: _Failure) -> ProviderError:
         model = self.config.models[alias]
@@ -427,6 +490,7 @@ def _request_kwargs(
         "timeout": model.timeout,
         "max_retries": 0,
         "num_retries": 0,
+        "drop_params": False,
     }
     if tools:
         kwargs["tools"] = tools
@@ -444,48 +508,6 @@ def _request_kwargs(
 def _qualify(info: ModelInfo, served: str) -> str:
     family = info.model.split("/", 1)[0]
     return served if served.startswith(f"{family}/") else f"{family}/{served}"
-
-
-def _items(delta: Any, seen_blocks: dict[str, int]) -> Iterable[StreamItem]:
-    """Translate one LiteLLM delta into neutral items."""
-    if delta is None:
-        return
-    if delta.content:
-        yield TextDelta(delta.content)
-    for call in delta.tool_calls or ():
-        function = call.function
-        yield ToolCallDelta(
-            index=call.index if call.index is not None else 0,
-            id=call.id,
-            name=function.name if function is not None else None,
-            arguments=(function.arguments or "") if function is not None else "",
-        )
-    fields = getattr(delta, "provider_specific_fields", None) or {}
-    yield from _provider_blocks(fields, seen_blocks)
-
-
-def _provider_blocks(fields: dict[str, Any], seen: dict[str, int]) -> Iterable[ProviderBlock]:
-    """Anthropic server-tool blocks: LiteLLM re-sends cumulative lists, so emit only new entries."""
-    for key in _ANTHROPIC_BLOCK_KEYS:
-        entries = fields.get(key)
-        if not isinstance(entries, list):
-            continue
-        for entry in entries[seen.get(key, 0) :]:
-            yield ProviderBlock(_as_block(key, entry))
-        seen[key] = len(entries)
-
-
-def _as_block(key: str, entry: Any) -> dict[str, Any]:
-    data = entry if isinstance(entry, dict) else dict(entry)
-    if key != "server_tool_calls":
-        return dict(data)
-
-    function = data.get("function") or {}
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = {"_raw": function.get("arguments")}
-    return {"type": "server_tool_use", "id": data.get("id"), "name": function.get("name"), "input": arguments}
 
 
 async def _close(response: Any) -> None:

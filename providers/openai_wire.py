@@ -29,7 +29,9 @@ from typing import Any
 
 from httpx_sse import EventSource
 
-__all__ = ["WIRE_TYPES", "WireRequest", "build_request", "stream_chunks", "warm_up"]
+from .finish import inband_status
+
+__all__ = ["WIRE_TYPES", "WireRequest", "build_request", "inband_error", "stream_chunks", "warm_up"]
 
 WIRE_TYPES = frozenset({"openai", "scripted"})
 """Provider types whose streams this module reads (their LiteLLM family is `openai`)."""
@@ -48,6 +50,7 @@ class WireRequest:
 
 def build_request(kwargs: dict[str, Any]) -> WireRequest:
     """The HTTP request `litellm.acompletion(**kwargs)` would send, built by LiteLLM's OpenAI config."""
+    from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
     from litellm.types.utils import LlmProviders
     from litellm.utils import ProviderConfigManager, get_optional_params
 
@@ -57,7 +60,8 @@ def build_request(kwargs: dict[str, Any]) -> WireRequest:
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     organization = params.pop("organization", None)
     config = ProviderConfigManager.get_provider_chat_config(model=model, provider=LlmProviders.OPENAI)
-    assert config is not None  # LiteLLM always has a config for its own openai family
+    if not isinstance(config, OpenAIGPTConfig):  # see tests/test_litellm_internals.py
+        raise RuntimeError(f"LiteLLM's openai chat config is {type(config).__qualname__}, not OpenAIGPTConfig")
     optional = get_optional_params(model=model, custom_llm_provider="openai", messages=messages, **params)
     extra_body = optional.pop("extra_body", None) or {}
     body = {**config.transform_request(model, messages, optional, {}, {}), **extra_body}
@@ -99,8 +103,11 @@ def warm_up() -> None:
 async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
     """Yield each `chat.completion.chunk` as a dict; every failure is a LiteLLM exception.
 
-    As in LiteLLM, a body that ends (cleanly or not) before any `finish_reason`
-    is a cut stream, and a connection dropped after one is a finished answer.
+    The end markers of this wire are `data: [DONE]` and a `finish_reason`: a body
+    that ends (cleanly or not) before either is a cut stream; a stream that ends
+    with `[DONE]` but no finish_reason (Snowflake Cortex) is a finished answer, and
+    a connection dropped after a finish_reason keeps the answer. An in-band
+    `{"error": ...}` is mapped by the status or type it carries.
     """
     import httpx
     from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
@@ -114,17 +121,20 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
         response = await client.post(request.url, json=request.body, headers=request.headers, timeout=request.timeout, stream=True)
         async for event in EventSource(response).aiter_sse():
             if event.data == "[DONE]":
+                finished = True
                 continue  # read on to the end of the body, so the connection is reusable
             chunk = json.loads(event.data)
             if chunk.get("error"):
-                raise _error_from_chunk(chunk["error"])
+                raise _InBand(inband_error(chunk["error"], model=request.model))
             finished = finished or _finish_reason(chunk) is not None
             yield chunk
         if not finished:
-            raise httpx.RemoteProtocolError("Stream ended before a finish_reason was received")
+            raise httpx.RemoteProtocolError("Stream ended before a finish_reason or [DONE] was received")
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
             raise _mapped(request.model, exc) from None
+    except _InBand as exc:
+        raise exc.mapped from None
     except Exception as exc:  # noqa: BLE001 - mapped, then raised
         raise _mapped(request.model, exc) from None
     finally:
@@ -142,14 +152,23 @@ def _finish_reason(chunk: dict[str, Any]) -> str | None:
     return reason
 
 
-def _error_from_chunk(error: Any) -> Exception:
-    """An HTTP 200 stream can still carry `data: {"error": {...}}` (vLLM, proxies, mid-stream overload)."""
+class _InBand(Exception):
+    """Carries an already mapped in-band error past the generic mapping."""
+
+    def __init__(self, mapped: Exception) -> None:
+        super().__init__(str(mapped))
+        self.mapped = mapped
+
+
+def inband_error(error: Any, *, model: str) -> Exception:
+    """An error sent inside an HTTP 200 stream (`data: {"error": {...}}`: Groq's `tool_use_failed`,
+    OpenRouter's `code: 400`, vLLM, proxies), mapped by LiteLLM like the same status over HTTP:
+    a 400 is a `BadRequestError` (not retried), a 429 a `RateLimitError`, a 5xx a server error."""
     from litellm.llms.openai.common_utils import OpenAIError
 
     message = error.get("message") if isinstance(error, dict) else str(error)
-    code = error.get("code") if isinstance(error, dict) else None
-    status = code if isinstance(code, int) and 400 <= code < 600 else 500
-    return OpenAIError(status_code=status, message=message if isinstance(message, str) else json.dumps(error))
+    text = message if isinstance(message, str) and message else json.dumps(error)
+    return _mapped(model, OpenAIError(status_code=inband_status(error), message=text))
 
 
 def _mapped(model: str, exc: Exception) -> Exception:

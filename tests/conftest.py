@@ -1,6 +1,6 @@
 """Shared fixtures: a runtime on a scripted model, served through respx.
 
-Everything below goes through LiteLLM's real request building and SSE parsing:
+Everything below goes through LiteLLM's real request building and the production stream readers:
 the scripted model answers at the HTTP layer with provider bytes.
 """
 

@@ -270,3 +270,51 @@ async def test_silent_stream_hits_the_read_timeout():
         await collect(ModelClient(config), "solo")
     assert info.value.kind == "timeout" and info.value.retryable
     assert model.streams_closed == 1
+
+
+async def test_a_hosts_litellm_callbacks_still_fire_after_a_runtime_opens(monkeypatch, tmp_path):
+    """The runtime configures LiteLLM per call; it must not clear the host's Langfuse/OTel/cost callbacks.
+
+    LiteLLM is configured on the first model call of a process (or a runtime's first open): both are
+    made here with the configuration reset, so the test does not depend on what ran before it."""
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    import providers.client as client_module
+    from orchestrator.runtime import Runtime
+    from orchestrator.storage.sqlite import SQLiteStorage
+    from support import definitions
+
+    seen: list[str] = []
+
+    class HostLogger(CustomLogger):
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
+            seen.append(kwargs.get("model"))
+
+    def host_success(kwargs, response, start, end):  # noqa: ANN001
+        seen.append("success_callback")
+
+    host = HostLogger()
+    monkeypatch.setattr(litellm, "callbacks", [host])
+    monkeypatch.setattr(litellm, "success_callback", [host_success])
+    monkeypatch.setattr(litellm, "failure_callback", [host_success])
+    monkeypatch.setattr(client_module, "_LITELLM", None)  # configure LiteLLM again, as in a fresh process
+    models = {"demo": {"provider": "scripted", "model": "demo"}}
+    config = config_from_dict({"providers": {"scripted": {"type": "scripted", "stream": "litellm"}}, "models": models})
+    runtime = Runtime(definitions(), config=config, storage=SQLiteStorage(str(tmp_path / "db")))
+    await runtime.open()
+    try:
+        with ScriptedModel([ScriptedResponse(text="hi")]).serving():
+            _ = [i async for i in ModelClient(config).stream("demo", [{"role": "user", "content": "hi"}])]
+        # LiteLLM itself copies `callbacks` into the other lists on a call: what matters is that none is gone
+        assert host in litellm.callbacks and host_success in litellm.success_callback
+        assert host_success in litellm.failure_callback
+        hi = [{"role": "user", "content": "hi"}]
+        await litellm.acompletion(model="openai/gpt-4o-mini", messages=hi, mock_response="hello")
+        for _ in range(500):  # LiteLLM logs from a task of its own
+            if "gpt-4o-mini" in seen:
+                break
+            await asyncio.sleep(0)
+        assert "gpt-4o-mini" in seen
+    finally:
+        await runtime.close()

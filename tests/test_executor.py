@@ -1,4 +1,4 @@
-"""The two-sided loop, end to end through LiteLLM's streaming path."""
+"""The two-sided loop, end to end: LiteLLM builds each request, the runtime's OpenAI-wire reader reads the stream."""
 
 from __future__ import annotations
 

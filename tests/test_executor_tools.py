@@ -1,5 +1,6 @@
 """Tools calling tools, prompts and agents as tools, required variables, and
-the shipped demo: end to end through LiteLLM's streaming path.
+the shipped demo: end to end (LiteLLM builds the requests; the runtime's OpenAI-wire
+reader reads the scripted model's streams).
 
 Each test drives the real loop on a scripted model served by respx and checks
 what the model received (`model.requests`: the JSON bodies LiteLLM sent),

@@ -1,7 +1,7 @@
 """Provider faults: every way a model call goes wrong, served at the HTTP layer.
 
-Each scenario drives a real runtime (SQLite file, LiteLLM parsing provider
-bytes served by respx) through one fault, then checks what the thread holds
+Each scenario drives a real runtime (SQLite file, the production stream readers
+parsing provider bytes served by respx) through one fault, then checks what the thread holds
 afterwards (messages, events, status) and that a later run of the same thread
 works. Retries sleep on a fake clock, so they cost no time.
 

@@ -1,7 +1,8 @@
 """The runtime-read OpenAI stream (`stream: auto`) against `litellm.acompletion` (`stream: litellm`).
 
-Both paths must send the same request and yield the same items; the wire path
-must also treat the stream's edge cases the way LiteLLM does.
+Both paths must send the same request and yield the same items, and treat the
+stream's edge cases alike (tests/test_stream_ends.py covers where both now differ
+from LiteLLM's own wrapper: `[DONE]` as an end marker, in-band errors by status).
 """
 
 from __future__ import annotations

@@ -53,13 +53,25 @@ def thread_from_row(row: Mapping[str, Any]) -> ThreadRecord:
     return ThreadRecord.model_validate(_from_row(row, THREAD_COLUMNS, _THREAD_JSON))
 
 
+# How an answer ended (`Message.reasoning`, `refusal`, `finish`) rides in the metadata column under
+# one reserved key: no schema migration, and databases written before these fields read unchanged.
+_ANSWER_FIELDS = ("reasoning", "refusal", "finish")
+_ANSWER_KEY = "_answer"
+
+
 def message_to_row(message: Message) -> tuple[Any, ...]:
+    answer = {k: v for k in _ANSWER_FIELDS if (v := getattr(message, k)) is not None}
+    if answer:
+        message = message.model_copy(update={"metadata": {**message.metadata, _ANSWER_KEY: answer}})
     return _to_row(message, MESSAGE_COLUMNS, _MESSAGE_JSON)
 
 
 def message_from_row(row: Mapping[str, Any]) -> Message:
     data = _from_row(row, MESSAGE_COLUMNS, _MESSAGE_JSON)
     data["silent"] = bool(data["silent"])
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and _ANSWER_KEY in metadata:
+        data.update(metadata.pop(_ANSWER_KEY))
     return Message.model_validate(data)
 
 

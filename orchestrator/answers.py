@@ -1,0 +1,100 @@
+"""What a model answer becomes once its stream ended: the stored message and the events.
+
+The stream's end (`providers.stream.StreamEnd.finish`) decides:
+
+- `length` (cut by the token limit): the text is kept, marked `finish="length"`,
+  and a `model_truncated` event says so. Tool calls in a truncated answer are never
+  run: their arguments may be cut mid-JSON and a half-formed call could do harm.
+  They are left off the stored message's `tool_calls` (so the model is not shown a
+  call it never got an answer to, and no tool result is expected) and kept for the
+  caller in `metadata["dropped_tool_calls"]`, named in the event. The next turn the
+  model sees its own truncated text only.
+- `refusal`: the refusal text goes to `Message.refusal`, never `content`; a
+  `model_refused` event carries it.
+- `content_filter`: the provider stopped the answer; `model_content_filtered`.
+- `error` (e.g. Gemini `MALFORMED_FUNCTION_CALL`): `model_finish_error`.
+
+Reasoning is stored in `Message.reasoning`, each block tagged with the provider
+family that made it, so it is sent back to that family only (`views.side_view`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from providers.stream import StreamEnd
+
+from .messages import Message, SideName
+from .streaming import StreamAssembler
+
+__all__ = ["answer_message", "provider_family"]
+
+_EVENTS = {
+    "length": "model_truncated",
+    "refusal": "model_refused",
+    "content_filter": "model_content_filtered",
+    "error": "model_finish_error",
+}
+
+
+def provider_family(model: str) -> str:
+    """LiteLLM's provider family of a model string (`anthropic/claude-...` -> `anthropic`)."""
+    return model.split("/", 1)[0] if "/" in model else model
+
+
+def answer_message(
+    assembler: StreamAssembler,
+    end: StreamEnd | None,
+    *,
+    thread_id: str,
+    side: SideName,
+    depth: int,
+    flow_id: str,
+    model: str,
+    provider_tools: Any,
+) -> tuple[Message, list[tuple[str, dict[str, Any]]]]:
+    """The assistant message to store, and the events (kind, data) its ending calls for."""
+    finish = end.finish if end is not None else None
+    calls = [
+        c.model_copy(update={"provider_executed": c.name in provider_tools or c.id.startswith("srvtoolu_")})
+        for c in assembler.tool_calls()
+    ]
+    family = provider_family(model)
+    reasoning = [{**block, "provider": family} for block in assembler.reasoning] or None
+    metadata: dict[str, Any] = {"model": model}
+    dropped = [c for c in calls if not c.provider_executed] if finish == "length" else []
+    if dropped:
+        calls = [c for c in calls if c.provider_executed]
+        metadata["dropped_tool_calls"] = [c.model_dump() for c in dropped]
+    message = Message(
+        thread_id=thread_id,
+        side=side,
+        role="assistant",
+        content=assembler.text or None,
+        tool_calls=calls or None,
+        provider_blocks=assembler.provider_blocks or None,
+        reasoning=reasoning,
+        refusal=assembler.refusal,
+        finish=finish,
+        depth=depth,
+        flow_id=flow_id,
+        metadata=metadata,
+    )
+    events: list[tuple[str, dict[str, Any]]] = []
+    kind = _EVENTS.get(finish or "")
+    if kind is None and message.refusal:
+        kind = "model_refused"  # a refusal with a plain stop (some servers)
+    if kind is not None:
+        data: dict[str, Any] = {
+            "side": side,
+            "depth": depth,
+            "message_id": message.id,
+            "finish": finish,
+            "finish_reason": end.finish_reason if end is not None else None,
+        }
+        if kind == "model_refused":
+            data["refusal"] = message.refusal
+        if dropped:
+            data["dropped_tool_calls"] = [c.name for c in dropped]
+        events.append((kind, data))
+    return message, events
