@@ -129,18 +129,21 @@ class Dispatcher:
         context = ToolCallContext(tool=tool, call_id=call.id, invoke=self._invoke, chain=chain + (tool.name or call.name,))
         state = self._step.state._bind_call(context)
         timeout = tool.timeout or self._settings.tool_timeout
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 if tool.args is None:
                     raw = await tool.execute(state)
                 else:
                     raw = await tool.execute(state, args)
-        except TimeoutError:
+        except TimeoutError as exc:
+            if not deadline.expired():  # the tool's own TimeoutError (an upstream call of its own), not our limit
+                return _failed(call.name, exc), []
             return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
         except ToolUseError as exc:
             return ToolResult.fail(str(exc)), []
         except Exception as exc:
-            return ToolResult.fail(f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc()), []
+            return _failed(call.name, exc), []
         result = _coerce_result(call.name, raw)
         result = await self._store_attachments(call.name, result)
         return self._truncate(result), context.queue
@@ -236,6 +239,11 @@ def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[Bas
     except ValidationError as exc:
         problems = describe(exc)
         return None, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
+
+
+def _failed(name: str, exc: BaseException) -> ToolResult:
+    """An exception from inside the tool, as an error result (the stack goes to metadata)."""
+    return ToolResult.fail(f"Tool {name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc())
 
 
 def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, StepTools
 from .hooks import ToolCallStart
-from .messages import ExecutionSnapshot, Message, SideName, ThreadRecord, ToolCall, Usage, new_id
+from .messages import ExecutionSnapshot, Message, SideName, StoppedBy, ThreadRecord, ToolCall, Usage, new_id
 from .state import ExecutionState, ThreadState
 from .streaming import CallStarted, StreamAssembler
 from .toolset import Toolset, build_toolset
@@ -49,7 +49,7 @@ class ExecutionResult(BaseModel):
 
     thread_id: str
     flow_id: str
-    stopped_by: SideName | None
+    stopped_by: StoppedBy | None  # the side whose turn it was, or "caller" for a stop from outside
     reason: str
     step_count: int
     side_a_step_count: int

@@ -17,10 +17,12 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Sequence
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -35,6 +37,8 @@ from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
 from .storage import Storage, StepWrite, open_storage
 from .validation import describe
+
+_T = TypeVar("_T")
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
 
@@ -85,6 +89,9 @@ class Runtime:
         self._open_lock = asyncio.Lock()
         self._running: dict[str, ExecutionState] = {}
         self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
+        self._starting: Counter[str] = Counter()  # per thread: run()/send()/start() calls not yet holding the lease
+        self._stops: dict[str, str] = {}  # stops said while an execution was starting: applied once it holds the lease
+        self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions started here; close() waits for them
         self._broker: Any = None  # a RedisBroker when settings.redis is set
 
     @classmethod
@@ -140,16 +147,56 @@ class Runtime:
                     self._services.bus.use_broker(self._broker)
         return self
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 30.0) -> None:
+        """Stop the executions started here, wait for each to store its end
+        (cancel those still running after `timeout` seconds), then close storage."""
         if self._services is not None:
-            for execution in list(self._running.values()):
-                execution.stop("runtime closed")
+            await self._stop_executions(timeout)
             await self._services.bus.close()
             if self._broker is not None:
                 await self._broker.close()
                 self._broker = None
             await self.storage.close()
             self._services = None
+
+    async def _stop_executions(self, timeout: float) -> None:
+        for execution in list(self._running.values()):
+            execution.stop("runtime closed", by="caller")
+        for thread_id, count in self._starting.items():
+            if count > 0:
+                self._stops[thread_id] = "runtime closed"
+        tasks = {t for t in self._tasks if t is not asyncio.current_task()}
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=timeout)
+        for task in late:  # a tool that ignores cancellation of its own stop: cancel the whole task
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+    # -- stops said before an execution holds the lease ---------------------
+    def _announce(self, thread_id: str) -> _StartTicket:
+        """A run()/send()/start() call: from now on a stop for the thread is kept for it."""
+        self._starting[thread_id] += 1
+        return _StartTicket(self, thread_id)
+
+    def _settle_start(self, thread_id: str, execution: ExecutionState | None) -> None:
+        """The announced start holds the lease (`execution`) or gave up (None)."""
+        self._starting[thread_id] -= 1
+        if self._starting[thread_id] <= 0:
+            del self._starting[thread_id]
+        if execution is not None:
+            reason = self._stops.pop(thread_id, None)
+            if reason is not None:
+                execution.stop(reason, by="caller")
+        elif thread_id not in self._starting:
+            self._stops.pop(thread_id, None)  # nobody left to apply it to
+
+    def _keep_stop(self, thread_id: str, reason: str) -> bool:
+        if self._starting.get(thread_id, 0) > 0:
+            self._stops[thread_id] = reason
+            return True
+        return False
 
     async def __aenter__(self) -> Runtime:
         return await self.open()
@@ -237,21 +284,37 @@ class Thread:
         services = self._runtime.services
         return ThreadState(services, self.record, self.agent, execution=self.execution)
 
-    async def run(self) -> ExecutionResult:
+    # run(), send() and start() are plain functions returning a coroutine: the call
+    # itself announces the start, so a stop said right after it (before the
+    # coroutine first runs) is kept and ends the execution before its first request.
+    def run(self) -> Coroutine[Any, Any, ExecutionResult]:
         """Run a dual_ai thread until its execution stops."""
-        return await (await self.start())
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._to_end(None, ticket))
 
-    async def send(self, text: str) -> ExecutionResult:
+    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]:
         """The person's message (side b), then side a's turn."""
-        return await (await self.start(text))
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._to_end(text, ticket))
 
-    async def start(self, text: str | None = None) -> asyncio.Task[ExecutionResult]:
+    def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
         """Start an execution in the background; returns once it owns the thread.
 
         Raises ThreadBusyError (or a bad-input error) right away instead of
         through the task, so a server can answer 409 before it answers 202."""
-        self._check_kind(text)
-        await self._runtime.open()
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._start(text, ticket))
+
+    async def _to_end(self, text: str | None, ticket: _StartTicket) -> ExecutionResult:
+        return await (await self._start(text, ticket))
+
+    async def _start(self, text: str | None, ticket: _StartTicket) -> asyncio.Task[ExecutionResult]:
+        try:
+            self._check_kind(text)
+            await self._runtime.open()
+        except BaseException:
+            ticket.settle(None)
+            raise
         started = asyncio.Event()
 
         def on_start(state: ThreadState) -> None:
@@ -260,12 +323,18 @@ class Thread:
             forced = self._runtime._forced.pop(self.id, None)
             if forced is not None:
                 state.execution.force_turn(forced)
+            ticket.settle(state.execution)
             started.set()
 
         task = asyncio.create_task(self._execute(text, on_start))
+        task.add_done_callback(lambda _: ticket.settle(None))  # refused or failed before holding the lease
+        self._runtime._tasks.add(task)
+        task.add_done_callback(self._runtime._tasks.discard)
         waiter = asyncio.create_task(started.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
         if task.done() and not started.is_set():
             task.result()  # raises ThreadBusyError and other early failures
         return task
@@ -304,11 +373,16 @@ class Thread:
         else:
             self._runtime._forced[self.id] = side
 
-    def stop(self, reason: str = "stopped") -> None:
-        """Stop the running execution: cancels its model stream and tools."""
+    def stop(self, reason: str = "stopped") -> bool:
+        """Stop the execution: cancels its model stream and tools (`stopped_by`
+        is "caller"). Said while run()/send()/start() has been called but the
+        execution does not hold the lease yet, it is kept and applied then.
+        False when there is nothing to stop."""
         execution = self.execution
         if execution is not None:
-            execution.stop(reason)
+            execution.stop(reason, by="caller")
+            return True
+        return self._runtime._keep_stop(self.id, reason)
 
     async def events(self, after: int = 0) -> AsyncIterator[Event]:
         await self._runtime.open()
@@ -322,6 +396,27 @@ class Thread:
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
         return self.record
+
+
+class _StartTicket:
+    """One announced start; settled exactly once: holding the lease, or given up
+    (also when the coroutine is dropped without ever being awaited)."""
+
+    __slots__ = ("_runtime", "_thread_id", "_settled")
+
+    def __init__(self, runtime: Runtime, thread_id: str) -> None:
+        self._runtime = runtime
+        self._thread_id = thread_id
+        self._settled = False
+
+    def settle(self, execution: ExecutionState | None) -> None:
+        if not self._settled:
+            self._settled = True
+            self._runtime._settle_start(self._thread_id, execution)
+
+    def watch(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
+        weakref.finalize(coro, self.settle, None)
+        return coro
 
 
 _heap_frozen = False

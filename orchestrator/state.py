@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .definitions import AgentDefinition, ToolDefinition
 from .env import EnvScope
-from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName
+from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy
 from .results import ToolResult
 
 if TYPE_CHECKING:
@@ -80,11 +80,15 @@ class ExecutionState:
             raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
         self.snapshot.forced_side = side
 
-    def stop(self, reason: str = "stopped") -> None:
-        """End the execution now: cancels the in-flight request and running tools."""
+    def stop(self, reason: str = "stopped", *, by: StoppedBy | None = None) -> None:
+        """End the execution now: cancels the in-flight request and running tools.
+
+        `by` says who stopped it: "caller" for a stop from outside the loop
+        (Thread.stop, the HTTP API); by default the side whose turn it is, as
+        when one of its tools stops the execution."""
         if not self.snapshot.stopped:
             self.snapshot.stopped = True
-            self.snapshot.stopped_by = self.snapshot.current_side
+            self.snapshot.stopped_by = by or self.snapshot.current_side
             self.snapshot.reason = reason
         self.abort_signal.abort(reason)
 

@@ -1,0 +1,178 @@
+"""The edges of the loop's control flow (issue 16): a stop said at any moment,
+closing a runtime under a running execution, a tool's own TimeoutError,
+who stopped an execution, nested steps in the counters, and env defaults of
+parallel prompt-as-tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.settings import RuntimeSettings
+from providers.scripted import ScriptedCall, ScriptedResponse
+
+from support import Q, definitions
+
+R = ScriptedResponse
+C = ScriptedCall
+
+
+async def _noted(state: Any, args: Q) -> dict:
+    return {"status": "success", "result": f"noted {args.q}"}
+
+
+def _duo(turns: int = 3) -> Any:
+    prompts = {
+        "pa": define_prompt(prompt="side a", tool_description="a", tools=("note",)),
+        "pb": define_prompt(prompt="side b", tool_description="b"),
+    }
+    agents = {
+        "duo": define_agent(type="dual_ai", side_a=Side("pa", max_steps=3), side_b=Side("pb"), max_session_turns=turns),
+        "chat": define_agent(type="ai_human", side_a=Side("pa")),
+    }
+    return definitions(tools={"note": define_tool(description="n", args=Q, execute=_noted)}, prompts=prompts, agents=agents)
+
+
+CONVERSATION = [R(tool_calls=[C("note", {"q": "1"})]), R(text="a done"), R(text="b"), R(text="a again")]
+
+
+# -- 1. a stop said right after start is kept ---------------------------------------
+
+
+@pytest.mark.parametrize("spins", [0, 1, 10])
+async def test_stop_soon_after_run_ends_it_before_any_model_request(make_runtime: Any, spins: int) -> None:
+    rt, model = await make_runtime(_duo(), CONVERSATION)
+    thread = await rt.create_thread("duo")
+    task = asyncio.create_task(thread.run())
+    for _ in range(spins):
+        await asyncio.sleep(0)
+    assert thread.stop() is True
+    result = await asyncio.wait_for(task, 30)
+    assert model.requests == [] and result.step_count == 0
+    assert (result.reason, result.stopped_by) == ("stopped", "caller")
+    assert (await thread.refresh()).status == "stopped"
+    again = await asyncio.wait_for(thread.run(), 30)  # the kept stop was used up: the next run is not stopped
+    assert again.reason == "max_session_turns" and len(model.requests) == 4
+
+
+@pytest.mark.parametrize("spins", [0, 1, 10])
+async def test_stop_soon_after_send_keeps_the_message_and_asks_no_model(make_runtime: Any, spins: int) -> None:
+    rt, model = await make_runtime(_duo(), [R(text="never")])
+    thread = await rt.create_thread("chat")
+    task = asyncio.create_task(thread.send("hello"))
+    for _ in range(spins):
+        await asyncio.sleep(0)
+    thread.stop()
+    result = await asyncio.wait_for(task, 30)
+    assert model.requests == [] and result.reason == "stopped"
+    assert [m.content for m in (await thread.get_messages()).messages] == ["hello"]
+
+
+async def test_stop_while_waiting_for_the_lease_is_applied_once_it_is_taken(make_runtime: Any) -> None:
+    rt, model = await make_runtime(_duo(), CONVERSATION)
+    thread = await rt.create_thread("duo")
+    gate, waiting = asyncio.Event(), asyncio.Event()
+    acquire = rt.storage.acquire_lease
+
+    async def slow_acquire(*args: Any, **kwargs: Any) -> Any:
+        waiting.set()
+        await gate.wait()
+        return await acquire(*args, **kwargs)
+
+    rt.storage.acquire_lease = slow_acquire  # type: ignore[method-assign]
+    task = asyncio.create_task(thread.run())
+    await asyncio.wait_for(waiting.wait(), 30)
+    assert thread.execution is None and thread.stop("not now") is True
+    gate.set()
+    result = await asyncio.wait_for(task, 30)
+    assert model.requests == [] and (result.reason, result.stopped_by) == ("not now", "caller")
+
+
+async def test_stop_with_nothing_started_is_not_kept_for_a_later_run(make_runtime: Any) -> None:
+    rt, model = await make_runtime(_duo(turns=2), [R(text="a"), R(text="b")])
+    thread = await rt.create_thread("duo")
+    assert thread.stop() is False
+    result = await thread.run()
+    assert result.reason == "max_session_turns" and len(model.requests) == 2
+
+
+async def test_a_refused_start_does_not_leave_its_stop_for_the_next_run(make_runtime: Any) -> None:
+    rt, model = await make_runtime(_duo(turns=2), [R(text="a"), R(text="b"), R(text="hello")])
+    thread = await rt.create_thread("chat")
+    doomed = thread.run()  # wrong kind for an ai_human thread: refused when awaited
+    thread.stop()
+    with pytest.raises(TypeError):
+        await doomed
+    dual = await rt.create_thread("duo")
+    assert (await dual.run()).reason == "max_session_turns"
+    assert (await thread.send("hi")).reason == "rest"
+
+
+async def test_server_stop_right_after_start_is_kept(make_runtime: Any) -> None:
+    from orchestrator.server.runs import Runs
+
+    rt, model = await make_runtime(_duo(), CONVERSATION)
+    runs = Runs(rt)
+    thread = await rt.create_thread("duo")
+    task = runs.start(thread, None)
+    assert runs.stop(await rt.get_thread(thread.id)) is True  # another handle on the same thread
+    result = await asyncio.wait_for(task, 30)
+    assert model.requests == [] and (result.reason, result.stopped_by) == ("stopped by user", "caller")
+
+
+# -- 6. close() waits for its executions ---------------------------------------------
+
+
+async def test_close_stops_and_waits_for_running_executions(make_runtime: Any) -> None:
+    entered = asyncio.Event()
+
+    async def slow(state: Any, args: Q) -> dict:
+        entered.set()
+        await asyncio.Event().wait()
+        return {}
+
+    defs = _duo()
+    defs.tools["note"] = define_tool(description="n", args=Q, execute=slow).named("note")
+    rt, _ = await make_runtime(defs, CONVERSATION)
+    thread = await rt.create_thread("duo")
+    task = asyncio.create_task(thread.run())
+    await asyncio.wait_for(entered.wait(), 30)
+    await rt.close()
+    result = await task  # not StorageError: not open
+    assert (result.reason, result.stopped_by) == ("runtime closed", "caller")
+    await rt.open()
+    assert (await rt.storage.get_thread(thread.id)).status == "stopped"
+
+
+# -- 7. a tool's own TimeoutError -----------------------------------------------------
+
+
+async def test_tool_raising_timeout_error_itself_is_not_reported_as_our_timeout(make_runtime: Any) -> None:
+    async def upstream(state: Any, args: Q) -> dict:
+        raise TimeoutError("upstream API did not answer")
+
+    defs = _duo()
+    defs.tools["note"] = define_tool(description="n", args=Q, execute=upstream).named("note")
+    rt, _ = await make_runtime(defs, [R(tool_calls=[C("note", {})]), R(text="ok")], settings=RuntimeSettings(tool_timeout=60))
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    [result] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert result.tool_status == "error"
+    assert "timed out after" not in result.content and "TimeoutError: upstream API did not answer" in result.content
+
+
+async def test_tool_over_its_timeout_is_still_reported_as_timed_out(make_runtime: Any) -> None:
+    async def hang(state: Any, args: Q) -> dict:
+        await asyncio.Event().wait()
+        return {}
+
+    defs = _duo()
+    defs.tools["note"] = define_tool(description="n", args=Q, execute=hang, timeout=0.01).named("note")
+    rt, _ = await make_runtime(defs, [R(tool_calls=[C("note", {})]), R(text="ok")])
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    [result] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert result.content == "Tool 'note' timed out after 0.01 s"
