@@ -29,7 +29,8 @@ from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError
 from .validation import describe
 
-NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int], Awaitable[ToolResult]]
+# (target, args, call, depth, the calling state: its prompt path is the nested call's parent)
+NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]]
 
 
 class Aborted(Exception):
@@ -119,7 +120,7 @@ class Dispatcher:
         if error is not None:
             return error, []
         if isinstance(target, (PromptDefinition, AgentDefinition)):
-            return await self._step.run_nested(target, _as_dict(args), call, self._step.depth), []
+            return await self._step.run_nested(target, _as_dict(args), call, self._step.depth, self._step.state), []
         return await self._execute(target, call, args, chain)
 
     async def _execute(self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
@@ -159,7 +160,7 @@ class Dispatcher:
         if error is not None:
             return error
         if not isinstance(target, ToolDefinition):
-            return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth)
+            return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth, self._step.state)
         result, queue = await self._execute(target, call, parsed, parent.chain)
         parent.queue.extend(queue)
         return result

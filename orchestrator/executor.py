@@ -225,7 +225,7 @@ class _Execution:
         started = time.perf_counter()
         self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
         assistant, end = await self._stream(side, prompt, info, toolset, messages, depth=0)
-        self._count_step(side, end)
+        self.count_step(side, end)
         self.thread.execution = self.snap
         await self.services.store_message(self.state, assistant, thread=self.thread)
         self._log_step(side, info, end, started)
@@ -280,15 +280,16 @@ class _Execution:
         self._publish("tool_call_started", start.model_dump())
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
-    async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int) -> list[Message]:
+    async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None) -> list[Message]:
+        """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's."""
         if not calls:
             return []
         from .nested import run_nested
 
-        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int) -> Any:
-            return await run_nested(self, target, args, call, side, at_depth)
+        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int, caller: ThreadState) -> Any:
+            return await run_nested(self, target, args, call, side, at_depth, caller)
 
-        step = StepTools(self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
+        step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         return await Dispatcher(self.services, step).run_calls(calls)
 
     async def _until_aborted(self, work: Any) -> Any:
@@ -366,9 +367,13 @@ class _Execution:
                     out[ref.id] = base64.b64encode(data).decode()
         return out
 
-    def _count_step(self, side: SideName, end: StreamEnd) -> None:
+    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
+        """A step counts in `step_count` and its side's counter, also a nested one
+        (a prompt called as a tool by that side), so step_count == side a + side b.
+        Only the side's own steps count toward its turn's `max_steps`."""
         self.snap.step_count += 1
-        self.snap.turn_step_count += 1
+        if not nested:
+            self.snap.turn_step_count += 1
         if side == "a":
             self.snap.side_a_step_count += 1
         else:

@@ -8,6 +8,7 @@ A tool receives its own copy bound to its call (`_bind_call`), which is how
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,13 @@ class ExecutionState:
     side_b_step_count = property(lambda self: self.snapshot.side_b_step_count)
     stopped = property(lambda self: self.snapshot.stopped)
     stopped_by = property(lambda self: self.snapshot.stopped_by)
+
+    def _with_prompt(self, name: str) -> ExecutionState:
+        """The same execution (snapshot, history, abort signal are shared) seen
+        from inside prompt `name` called as a tool: only `prompt_path` is its own."""
+        view = copy.copy(self)
+        view.prompt_path = [*self.prompt_path, name]
+        return view
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side`, effective after the current step."""
@@ -149,6 +157,14 @@ class ThreadState:
         bound.context = self.context
         bound._call = call
         return bound
+
+    def _in_prompt(self, name: str) -> ThreadState:
+        """This state one prompt deeper (a prompt called as a tool), with its own
+        `execution.prompt_path`: parallel calls never see each other's prompt (or env defaults)."""
+        execution = self.execution._with_prompt(name) if self.execution else None
+        inner = ThreadState(self._services, self._thread, self._agent, execution=execution, depth=self._depth + 1)
+        inner.context = self.context
+        return inner
 
     # -- messages ----------------------------------------------------------
     async def get_messages(

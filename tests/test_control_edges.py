@@ -176,3 +176,55 @@ async def test_tool_over_its_timeout_is_still_reported_as_timed_out(make_runtime
     await thread.send("go")
     [result] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
     assert result.content == "Tool 'note' timed out after 0.01 s"
+
+
+# -- 9. parallel prompt-as-tool calls each read their own prompt's env -----------------
+
+
+async def test_parallel_prompt_tool_calls_read_their_own_env_defaults(make_runtime: Any) -> None:
+    both_running = asyncio.Barrier(2)
+    seen: list[str] = []
+
+    async def peek(state: Any, args: Q) -> dict:
+        await both_running.wait()  # both nested prompts are inside their tools now
+        seen.append(f"{args.q}={await state.env('API_KEY')}")
+        return {"status": "success", "result": "peeked"}
+
+    prompts = {
+        "pa": define_prompt(prompt="side a", tool_description="a", tools=("p1", "p2")),
+        "p1": define_prompt(prompt="inner p1", tool_description="p1", tools=("peek",), env={"API_KEY": "key-one"}),
+        "p2": define_prompt(prompt="inner p2", tool_description="p2", tools=("peek",), env={"API_KEY": "key-two"}),
+    }
+    agents = {"chat": define_agent(type="ai_human", side_a=Side("pa"))}
+    defs = definitions(tools={"peek": define_tool(description="p", args=Q, execute=peek)}, prompts=prompts, agents=agents)
+
+    def script(body: dict[str, Any]) -> ScriptedResponse:
+        system, last = body["messages"][0]["content"], body["messages"][-1]
+        if system == "side a":
+            return R(text="done") if last["role"] == "tool" else R(tool_calls=[C("p1", {"message": "x"}), C("p2", {"message": "y"})])
+        return R(text="inner done") if last["role"] == "tool" else R(tool_calls=[C("peek", {"q": system.split()[-1]})])
+
+    rt, _ = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    result = await asyncio.wait_for(thread.send("go"), 30)
+    assert result.output == "done"
+    assert sorted(seen) == ["p1=key-one", "p2=key-two"]
+
+
+# -- 10. nested steps count for the side that called them --------------------------------
+
+
+async def test_nested_steps_count_for_the_calling_side(make_runtime: Any) -> None:
+    prompts = {
+        "pa": define_prompt(prompt="side a", tool_description="a", tools=("helper",)),
+        "pb": define_prompt(prompt="side b", tool_description="b"),
+        "helper": define_prompt(prompt="helper", tool_description="h"),
+    }
+    agents = {"duo": define_agent(type="dual_ai", side_a=Side("pa", max_steps=2), side_b=Side("pb"), max_session_turns=2)}
+    defs = definitions(prompts=prompts, agents=agents)
+    script = [R(tool_calls=[C("helper", {"message": "help"})]), R(text="helped"), R(text="a done"), R(text="b")]
+    rt, model = await make_runtime(defs, script)
+    result = await (await rt.create_thread("duo")).run()
+    assert len(model.requests) == 4
+    assert (result.step_count, result.side_a_step_count, result.side_b_step_count) == (4, 3, 1)
+    assert result.step_count == result.side_a_step_count + result.side_b_step_count
