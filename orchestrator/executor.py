@@ -23,8 +23,10 @@ from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, StepTools
 from .hooks import ToolCallStart
+from .lease import LeaseKeeper
 from .messages import ExecutionSnapshot, Message, SideName, StoppedBy, ThreadRecord, ToolCall, Usage, new_id
 from .state import ExecutionState, ThreadState
+from .storage.base import StaleLeaseError
 from .streaming import CallStarted, StreamAssembler
 from .toolset import Toolset, build_toolset
 from .views import render_prompt, side_view
@@ -77,7 +79,7 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
-    heartbeat = asyncio.create_task(_heartbeat(services, lease))
+    keeper = LeaseKeeper(services.storage, lease, services.settings.lease_ttl, sleep=services.sleep).start()
     try:
         services.bus.fence(thread.id, lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
@@ -86,18 +88,19 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, history)
         execution.lease_token = lease.token
+        keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state)
         return await _Execution(services, thread, agent, state, execution).go(person_message)
     finally:
-        heartbeat.cancel()
+        await keeper.stop()
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
         services.bus.fence(thread.id, None)
         services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
         with contextlib.suppress(Exception):
-            await services.storage.release_lease(lease)
+            await services.storage.release_lease(keeper.lease)
 
 
 def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
@@ -108,14 +111,6 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
     if previous is not None:  # session turns carry over between executions
         snapshot.turn_count = previous.turn_count
     return snapshot
-
-
-async def _heartbeat(services: Any, lease: Any) -> None:
-    ttl = services.settings.lease_ttl
-    with contextlib.suppress(asyncio.CancelledError):
-        while True:
-            await asyncio.sleep(ttl / 3)
-            lease = await services.storage.renew_lease(lease, ttl)
 
 
 class _Execution:
@@ -146,7 +141,10 @@ class _Execution:
         except Aborted:
             pass
         except ProviderError as exc:
-            return await self._fail(exc)
+            if self.execution.lease_lost is None:
+                return await self._fail(exc)
+        if self.execution.lease_lost is not None:  # nothing more may be written: whoever takes the thread resumes it
+            raise StaleLeaseError(self.execution.lease_lost)
         return await self._finish()
 
     async def _turns(self, pending: _Outcome | None) -> None:

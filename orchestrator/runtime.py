@@ -19,7 +19,7 @@ import socket
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -55,6 +55,7 @@ class Services:
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
     toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
 
     async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""

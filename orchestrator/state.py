@@ -66,6 +66,7 @@ class ExecutionState:
         self.abort_signal = AbortSignal()
         self.prompt_path: list[str] = []
         self.lease_token: int | None = None
+        self.lease_lost: str | None = None  # why the lease was lost; the execution is aborted then
 
     flow_id = property(lambda self: self.snapshot.flow_id)
     current_side = property(lambda self: self.snapshot.current_side)
@@ -81,6 +82,11 @@ class ExecutionState:
         view = copy.copy(self)
         view.prompt_path = [*self.prompt_path, name]
         return view
+
+    def lose_lease(self, reason: str) -> None:
+        """The lease is gone: abort now (the thread is not marked stopped; whoever holds it next resumes it)."""
+        self.lease_lost = reason
+        self.abort_signal.abort(reason)
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side`, effective after the current step."""
