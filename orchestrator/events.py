@@ -36,7 +36,7 @@ import structlog
 
 from .env import Redactor
 from .messages import Event
-from .storage.base import StepWrite, Storage, StorageError
+from .storage.base import StaleLeaseError, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
     from .broker import RedisBroker
@@ -161,12 +161,26 @@ class EventBus:
             ch.committed |= {e.seq for e in events if e.type in SETTLING_EVENTS}
 
     def take_pending(self, thread_id: str) -> list[Event]:
-        """Hand the unwritten durable events to a caller that writes them in its transaction."""
+        """Hand the unwritten durable events to a caller that writes them in its
+        transaction; if that write fails, the caller hands them back (`unwritten`)."""
         ch = self._channels.get(thread_id)
         if ch is None:
             return []
         events, ch.pending = ch.pending, []
         return events
+
+    def unwritten(self, thread_id: str, events: list[Event], error: BaseException) -> None:
+        """A write of `events` (taken with `take_pending`) failed: they are pending
+        again, ahead of newer ones, so the next write stores them and the log has
+        no gap. A write fenced off (the lease moved on) drops them: a stale
+        owner's events must not enter the new owner's log."""
+        ch = self._channels.get(thread_id)
+        if ch is None or not events:
+            return
+        if isinstance(error, StaleLeaseError):
+            _log.warning("events_of_stale_owner_dropped", thread_id=thread_id, count=len(events))
+            return
+        ch.pending[:0] = events
 
     async def flush(self, thread_id: str) -> None:
         """Write what is pending (after a background write under way), let out
@@ -197,6 +211,9 @@ class EventBus:
                 await self._storage.append_events(events)
             else:
                 await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
+        except Exception as exc:  # cancelled: it may have committed, so it is not written again
+            self.unwritten(thread_id, events, exc)
+            raise
         finally:
             ch.writing -= seqs
         return seqs

@@ -65,7 +65,11 @@ class Services:
             thread_id=message.thread_id, new_messages=[message], events=self.bus.take_pending(message.thread_id),
             thread=thread, lease_token=execution.lease_token if execution else None,
         )
-        [stored] = await self.storage.commit(write)
+        try:
+            [stored] = await self.storage.commit(write)
+        except Exception as exc:
+            self.bus.unwritten(message.thread_id, write.events, exc)
+            raise
         self.bus.committed(message.thread_id, write.events)
         if execution is not None:
             execution.message_history.append(stored)
@@ -75,7 +79,11 @@ class Services:
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
         events = self.bus.take_pending(thread.id)
-        await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token))
+        try:
+            await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token))
+        except Exception as exc:
+            self.bus.unwritten(thread.id, events, exc)
+            raise
         self.bus.committed(thread.id, events)
 
 
