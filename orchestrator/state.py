@@ -117,6 +117,8 @@ class ToolCallContext:
     queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     chain: tuple[str, ...] = ()
     prompt_name: str | None = None
+    idempotency_key: str | None = None
+    invocations: int = 0  # invoke_tool calls made so far (they number their call ids)
 
 
 class ThreadState:
@@ -157,6 +159,14 @@ class ThreadState:
     @property
     def arguments(self) -> Mapping[str, Any]:
         return MappingProxyType(self._thread.arguments)
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The running tool call's key (None outside a tool): the same each time
+        this call runs, also when a call interrupted by a crash runs again after
+        resume. Pass it to an API that deduplicates (payments, emails, tickets)
+        to make the side effect happen once."""
+        return self._call.idempotency_key if self._call else None
 
     def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
         bound = ThreadState(self._services, self._thread, self._agent, execution=self.execution, depth=self._depth if depth is None else depth)

@@ -228,3 +228,55 @@ async def test_nested_steps_count_for_the_calling_side(make_runtime: Any) -> Non
     assert len(model.requests) == 4
     assert (result.step_count, result.side_a_step_count, result.side_b_step_count) == (4, 3, 1)
     assert result.step_count == result.side_a_step_count + result.side_b_step_count
+
+
+# -- 5. each result is stored as its call completes; idempotency keys -------------------
+
+
+async def test_fast_result_is_stored_before_a_slow_call_ends_and_never_runs_again(make_runtime: Any) -> None:
+    runs: list[tuple[str, str | None]] = []
+    first_slow = asyncio.Event()
+
+    async def fast(state: Any, args: Q) -> dict:
+        runs.append(("fast", state.idempotency_key))
+        return {"status": "success", "result": "fast done"}
+
+    async def slow(state: Any, args: Q) -> dict:
+        runs.append(("slow", state.idempotency_key))
+        if not first_slow.is_set():
+            first_slow.set()
+            await asyncio.Event().wait()  # the process "dies" while this call runs
+        return {"status": "success", "result": "slow done"}
+
+    prompts = {
+        "pa": define_prompt(prompt="side a", tool_description="a", tools=("slow", "fast")),
+        "pb": define_prompt(prompt="side b", tool_description="b"),
+    }
+    agents = {"duo": define_agent(type="dual_ai", side_a=Side("pa"), side_b=Side("pb"), max_session_turns=2)}
+    tools = {"fast": define_tool(description="f", args=Q, execute=fast), "slow": define_tool(description="s", args=Q, execute=slow)}
+    script = [R(tool_calls=[C("slow", {}), C("fast", {})]), R(text="a done"), R(text="b")]
+    rt, model = await make_runtime(definitions(tools=tools, prompts=prompts, agents=agents), script)
+    thread = await rt.create_thread("duo")
+    task = asyncio.create_task(thread.run())
+    await asyncio.wait_for(first_slow.wait(), 30)
+    for _ in range(500):  # the fast call's result is stored while the slow call still runs
+        stored = [m.name for m in (await thread.get_messages()).messages if m.role == "tool"]
+        if stored:
+            break
+        await asyncio.sleep(0.01)
+    assert stored == ["fast"]
+    task.cancel()  # what a crash leaves: the thread "running", the slow call without a result
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await thread.refresh()).status == "running"
+    result = await asyncio.wait_for(thread.run(), 30)  # resumes the execution
+    assert result.reason == "max_session_turns"
+    assert [name for name, _ in runs] == ["slow", "fast", "slow"]  # fast, whose result was stored, did not run again
+    keys = {name: {key for n, key in runs if n == name} for name in ("slow", "fast")}
+    assert len(keys["slow"]) == 1 and None not in keys["slow"]  # the run again has the same key
+    assert keys["slow"] != keys["fast"] and all(k.startswith(thread.id) for k in keys["slow"] | keys["fast"])
+    assert len(model.requests) == 3
+    # the model reads the results in call order, whatever order they were stored in
+    assert [m["tool_call_id"] for m in model.requests[1]["messages"] if m["role"] == "tool"] == [
+        c["id"] for c in model.requests[1]["messages"][2]["tool_calls"]
+    ]
