@@ -15,8 +15,6 @@ import asyncio
 import gc
 import json
 import os
-import socket
-import uuid
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -36,6 +34,7 @@ from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideNam
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
 from .storage import Storage, StepWrite, open_storage
+from .storage.owners import process_owner
 from .validation import describe
 
 _T = TypeVar("_T")
@@ -147,7 +146,7 @@ class Runtime:
                     definitions=self.definitions, storage=self.storage, bus=EventBus(self.storage, redactor),
                     hooks=Hooks(self.definitions.hooks), client=client, settings=self.settings, redactor=redactor,
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
-                    owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                    owner=process_owner(),
                 )
                 if self.settings.redis:
                     from .broker import RedisBroker
