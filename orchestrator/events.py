@@ -36,7 +36,7 @@ import structlog
 
 from .env import Redactor
 from .messages import Event
-from .storage.base import StaleLeaseError, StepWrite, Storage, StorageError
+from .storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
     from .broker import RedisBroker
@@ -203,8 +203,8 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if ch is None or not events:
             return
-        if isinstance(error, StaleLeaseError):
-            _log.warning("events_of_stale_owner_dropped", thread_id=thread_id, count=len(events))
+        if isinstance(error, (StaleLeaseError, DuplicateEventError)):  # writing them again cannot succeed
+            _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(events), error=str(error))
             return
         ch.pending[:0] = events
 
@@ -237,6 +237,11 @@ class EventBus:
                 await self._storage.append_events(events)
             else:
                 await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
+        except DuplicateEventError:  # another process stored some of these seqs: the others are pending again
+            first = min(seqs)
+            stored = {e.seq for e in await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)}
+            ch.pending[:0] = [e for e in events if e.seq not in stored]
+            raise
         except Exception as exc:  # cancelled: it may have committed, so it is not written again
             self.unwritten(thread_id, events, exc)
             raise

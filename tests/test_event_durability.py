@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.env import Redactor
 from orchestrator.events import EPHEMERAL_EVENTS, EventBus
@@ -100,3 +102,19 @@ async def test_failed_step_commit_hands_its_events_back(make_runtime: Any) -> No
     await rt.services.bus.flush(thread.id)
     types = [e.type for e in await rt.storage.events_after(thread.id, 0)]
     assert types[:2] == ["thread_created", "execution_started"]  # taken by the failed commit, stored after all
+
+
+async def test_events_another_process_already_stored_are_not_written_again(tmp_path: Path) -> None:
+    from orchestrator.messages import Event
+
+    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, Redactor([]))
+        await bus.attach(thread.id, new=True)
+        await storage.append_events([Event(thread_id=thread.id, seq=1, type="theirs", at=1.0)])  # another publisher's
+        bus.publish(thread.id, "mine", {"n": 1}, defer=True)
+        bus.publish(thread.id, "mine", {"n": 2}, defer=True)
+        with pytest.raises(StorageError):
+            await bus.flush(thread.id)  # seq 1 is taken: the batch is rolled back whole
+        await bus.flush(thread.id)  # seq 2 was kept and goes now; seq 1 is not retried for ever
+        assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "theirs"), (2, "mine")]
