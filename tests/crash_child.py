@@ -35,6 +35,8 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio  # noqa: E402
+import faulthandler  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -157,6 +159,7 @@ async def work(db: str, runs_file: str, label: str, clock_offset: float, id_offs
 def _worker(args: list[str]) -> None:
     db, runs_file, label, clock_offset, id_offset = args
     code = 0
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the parent asks for our stacks if we go quiet
     try:
         sys.stdout.write(f"PID {os.getpid()}\n")
         sys.stdout.flush()

@@ -78,6 +78,10 @@ class _Zygote:
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], LINE_TIMEOUT)
         if not ready:
+            if self.worker is not None:  # a hang: have the worker print its stacks (stderr) before we give up
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.worker, signal.SIGUSR1)
+                select.select([], [], [], 2)
             raise TimeoutError(f"crash child said nothing for {LINE_TIMEOUT} s (worker {self.worker}); last lines: {self.last[-5:]}")
         line = self.proc.stdout.readline()
         self.last = [*self.last[-20:], line.strip()]
@@ -99,8 +103,11 @@ class _Zygote:
             elif line.startswith("@@ ") and not killed:
                 seen += 1
                 if kill_after is not None and seen >= kill_after:
-                    os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
-                    killed = True
+                    try:
+                        os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+                        killed = True
+                    except ProcessLookupError:  # it finished (and was reaped) before we read this line
+                        pass
             elif line.startswith("EXIT "):
                 self.worker = None
                 status = int(line.split()[2])
@@ -164,12 +171,32 @@ def _stored_tokens(threads: list[tuple[ThreadRecord, list[Any], list[Any]]]) -> 
 
 
 def _transcript(thread: ThreadRecord, messages: list[Any]) -> list[tuple[Any, ...]]:
+    """The thread's messages, comparable across runs. A step's tool results are
+    stored as each call completes, so their stored order follows timing; they
+    are put in call order (the order the model reads them in) first."""
     tag = thread.arguments["tag"]
     norm = lambda text: text.replace(tag, "T") if text else text  # noqa: E731
     return [
         (m.side, m.role, norm(m.content), m.name, tuple((c.name, norm(c.arguments)) for c in m.tool_calls or []))
-        for m in messages
+        for m in _results_in_call_order(messages)
     ]
+
+
+def _results_in_call_order(messages: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    order: dict[str, int] = {}
+    results: list[Any] = []
+    for m in [*messages, None]:
+        if m is not None and m.role == "tool":
+            results.append(m)
+            continue
+        out.extend(sorted(results, key=lambda r: order.get(r.tool_call_id, len(order))))
+        results = []
+        if m is not None:
+            if m.tool_calls:
+                order = {c.id: i for i, c in enumerate(m.tool_calls)}
+            out.append(m)
+    return out
 
 
 def _runs(path: Path) -> list[tuple[str, str]]:
