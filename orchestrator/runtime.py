@@ -167,12 +167,17 @@ class Runtime:
             await self.storage.close()
             self._services = None
 
-    async def _stop_executions(self, timeout: float) -> None:
+    def stop_all(self, reason: str) -> None:
+        """Stop every execution running here, and every one still being started
+        (it ends before its first model request); `stopped_by` is "caller"."""
         for execution in list(self._running.values()):
-            execution.stop("runtime closed", by="caller")
+            execution.stop(reason, by="caller")
         for thread_id, count in self._starting.items():
             if count > 0:
-                self._stops[thread_id] = "runtime closed"
+                self._stops[thread_id] = reason
+
+    async def _stop_executions(self, timeout: float) -> None:
+        self.stop_all("runtime closed")
         tasks = {t for t in self._tasks if t is not asyncio.current_task()}
         if not tasks:
             return

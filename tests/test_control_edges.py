@@ -280,3 +280,14 @@ async def test_fast_result_is_stored_before_a_slow_call_ends_and_never_runs_agai
     assert [m["tool_call_id"] for m in model.requests[1]["messages"] if m["role"] == "tool"] == [
         c["id"] for c in model.requests[1]["messages"][2]["tool_calls"]
     ]
+
+
+async def test_server_shutdown_stops_an_execution_still_being_started(make_runtime: Any) -> None:
+    from orchestrator.server.runs import Runs
+
+    rt, model = await make_runtime(_duo(), CONVERSATION)
+    runs = Runs(rt)
+    task = runs.start(await rt.create_thread("duo"), None)
+    await runs.shutdown()
+    result = task.result()
+    assert model.requests == [] and (result.reason, result.stopped_by) == ("server shutting down", "caller")

@@ -93,8 +93,7 @@ class Runs:
 
     async def shutdown(self) -> None:
         """Stop every execution we started and wait for them to store their end."""
-        for execution in list(self._runtime._running.values()):
-            execution.stop("server shutting down", by="caller")
+        self._runtime.stop_all("server shutting down")
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
