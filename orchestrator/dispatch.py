@@ -36,7 +36,9 @@ from .state import ThreadState, ToolCallContext, ToolUseError
 from .validation import describe
 
 # (target, args, call, depth, the calling state: its prompt path is the nested call's parent)
-NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]]
+NestedRunner = Callable[
+    [PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]
+]
 
 
 class Aborted(Exception):

@@ -239,7 +239,8 @@ class EventBus:
                 await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
         except DuplicateEventError:  # another process stored some of these seqs: the others are pending again
             first = min(seqs)
-            stored = {e.seq for e in await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)}
+            found = await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)
+            stored = {e.seq for e in found}
             ch.pending[:0] = [e for e in events if e.seq not in stored]
             raise
         except Exception as exc:  # cancelled: it may have committed, so it is not written again

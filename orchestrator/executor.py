@@ -278,7 +278,9 @@ class _Execution:
         self._publish("tool_call_started", start.model_dump())
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
-    async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None) -> list[Message]:
+    async def _dispatch(
+        self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
+    ) -> list[Message]:
         """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's."""
         if not calls:
             return []

@@ -16,7 +16,13 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
-from tenacity import AsyncRetrying, retry_if_exception_type, retry_if_not_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    retry_if_not_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from .storage.base import Lease, StaleLeaseError, Storage
 
@@ -29,7 +35,9 @@ _ATTEMPTS = 4  # with waits of ttl/30, /15, /7.5: given up at about 0.57 ttl, be
 class LeaseKeeper:
     """Renews `lease` every ttl/3 in the background; `on_lost` callbacks run when it is lost."""
 
-    def __init__(self, storage: Storage, lease: Lease, ttl: float, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self, storage: Storage, lease: Lease, ttl: float, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
         self.lease = lease
         self.lost: str | None = None  # why the lease was lost, once it is
         self._storage = storage

@@ -79,7 +79,8 @@ class Services:
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
         events = self.bus.take_pending(thread.id)
         try:
-            await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token))
+            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
+            await self.storage.commit(write)
         except Exception as exc:
             self.bus.unwritten(thread.id, events, exc)
             raise
