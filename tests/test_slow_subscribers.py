@@ -36,6 +36,7 @@ async def _held_after_send(thread: Any) -> tuple[int, Any]:
         tracemalloc.stop()
 
 
+@pytest.mark.slow  # tracemalloc over 30,000 deltas: seconds
 async def test_stalled_subscriber_during_10000_deltas_costs_under_5_mb(make_runtime: Any) -> None:
     prompts = {"pa": define_prompt(prompt="side a", tool_description="a")}
     defs = definitions(prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))})
