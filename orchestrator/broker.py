@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
+from .events import SUBSCRIBER_QUEUE, SubscriberLagging, offer
 from .messages import Event
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class RedisBroker:
         self._queued = 0  # events handed to publish()
         self._sent = 0  # of those, how many the sender has finished with
         self._progress = asyncio.Event()
-        self._subscribers: dict[str, set[asyncio.Queue[Event]]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[Event | None]]] = {}
         self._cursors: dict[str, int] = {}  # per watched thread: the last seq read
         self._reader: asyncio.Task[None] | None = None
 
@@ -243,7 +244,7 @@ class RedisBroker:
         for event in await self._between(thread_id, after, None, storage):
             last = event.seq
             yield event
-        queue: asyncio.Queue[Event] = asyncio.Queue()
+        queue: asyncio.Queue[Event | None] = asyncio.Queue(SUBSCRIBER_QUEUE)
         self._register(thread_id, queue, last)
         try:
             while True:
@@ -254,6 +255,8 @@ class RedisBroker:
                         last = stored.seq
                         yield stored
                     continue
+                if event is None:  # fell too far behind: dropped (see events.SubscriberLagging)
+                    raise SubscriberLagging(thread_id, last)
                 if event.seq <= last:
                     continue
                 if event.seq > last + 1:
@@ -282,13 +285,13 @@ class RedisBroker:
                 found.setdefault(stored.seq, stored)
         return [found[seq] for seq in sorted(found)]
 
-    def _register(self, thread_id: str, queue: asyncio.Queue[Event], last: int) -> None:
+    def _register(self, thread_id: str, queue: asyncio.Queue[Event | None], last: int) -> None:
         self._subscribers.setdefault(thread_id, set()).add(queue)
         self._cursors.setdefault(thread_id, last)
         if self._reader is None or self._reader.done():
             self._reader = asyncio.get_running_loop().create_task(self._read_loop())
 
-    def _unregister(self, thread_id: str, queue: asyncio.Queue[Event]) -> None:
+    def _unregister(self, thread_id: str, queue: asyncio.Queue[Event | None]) -> None:
         queues = self._subscribers.get(thread_id)
         if queues is not None:
             queues.discard(queue)
@@ -316,8 +319,9 @@ class RedisBroker:
                     continue
                 for _, fields in entries:
                     event = Event.model_validate_json(fields[b"e"])
-                    for queue in queues:
-                        queue.put_nowait(event)
+                    for queue in list(queues):
+                        if not offer(queue, event):
+                            queues.discard(queue)  # its subscriber raises SubscriberLagging and unregisters
                 self._cursors[thread_id] = max(self._cursors[thread_id], _seq(entries[-1][0]))
 
     # -- control -----------------------------------------------------------

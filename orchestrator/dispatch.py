@@ -3,8 +3,15 @@
 Each call becomes exactly one result the model can read: bad JSON, invalid
 arguments, an unknown tool, a missing variable, an exception, a timeout or a
 bad return value are all error results, never a crash. Independent calls run
-concurrently; results are stored in call order, each in its own transaction,
-so a call whose result was stored is never run again after a crash.
+concurrently; each result is stored, in its own transaction, as soon as its
+call completes (not behind a slower call made before it), so a call whose
+result was stored is never run again after a crash. The model still reads
+the results in call order (views pair them with their calls by id).
+
+Each call has an idempotency key (`ThreadState.idempotency_key`), derived
+from the thread and the call id, so it is the same when a call interrupted by
+a crash runs again after resume: the way for a tool to make its side effect
+happen once.
 """
 
 from __future__ import annotations
@@ -14,7 +21,6 @@ import base64
 import binascii
 import json
 import traceback
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +36,10 @@ from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError
 from .validation import describe
 
-NestedRunner = Callable[[PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int], Awaitable[ToolResult]]
+# (target, args, call, depth, the calling state: its prompt path is the nested call's parent)
+NestedRunner = Callable[
+    [PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]
+]
 
 
 class Aborted(Exception):
@@ -58,33 +67,48 @@ class Dispatcher:
 
     # -- the step's calls --------------------------------------------------
     async def run_calls(self, calls: list[ToolCall]) -> list[Message]:
-        """Run local calls concurrently, store results in call order; then queued tools."""
+        """Run local calls concurrently, storing each result as its call completes;
+        then the tools they queued, in call order. Returns what was stored, in call order."""
         local = [c for c in calls if not c.provider_executed]
-        tasks = [asyncio.create_task(self._run_call(c, depth=0)) for c in local]
-        stored: list[Message] = []
+        tasks = {asyncio.create_task(self._run_call(c, depth=0)): i for i, c in enumerate(local)}
+        results: dict[int, tuple[Message, list[tuple[str, dict[str, Any]]]]] = {}
         try:
-            for call, task in zip(local, tasks):
-                result, queue = await self._await_or_abort(task)
-                stored.append(await self._store_result(call, result))
-                stored.extend(await self._run_queue(call, queue))
+            running = set(tasks)
+            while running:
+                done = await self._wait_or_abort(running)
+                running -= done
+                for task in sorted(done, key=tasks.__getitem__):  # finished together: in call order
+                    result, queue = task.result()
+                    results[tasks[task]] = (await self._store_result(local[tasks[task]], result), queue)
         finally:
             for task in tasks:
                 task.cancel()
+        stored = [results[i][0] for i in range(len(local))]
+        for i, call in enumerate(local):
+            stored.extend(await self._run_queue(call, results[i][1]))
         return stored
 
     async def _await_or_abort(self, task: asyncio.Task[Any]) -> Any:
+        await self._wait_or_abort({task})
+        return task.result()
+
+    async def _wait_or_abort(self, tasks: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
+        """The tasks done first (at least one); on abort, cancel them all and raise Aborted."""
         execution = self._step.state.execution
         if execution is None:
-            return await task
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            return done
         waiter = asyncio.create_task(execution.abort_signal.wait())
         try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        raise Aborted(execution.abort_signal.reason or "aborted")
+        if execution.abort_signal.aborted:
+            for task in tasks:
+                task.cancel()
+            raise Aborted(execution.abort_signal.reason or "aborted")
+        done.discard(waiter)
+        return done
 
     async def _run_queue(self, parent: ToolCall, queue: list[tuple[str, dict[str, Any]]]) -> list[Message]:
         stored: list[Message] = []
@@ -120,7 +144,7 @@ class Dispatcher:
         if error is not None:
             return error, []
         if isinstance(target, (PromptDefinition, AgentDefinition)):
-            return await self._step.run_nested(target, _as_dict(args), call, self._step.depth), []
+            return await self._step.run_nested(target, _as_dict(args), call, self._step.depth, self._step.state), []
         return await self._execute(target, call, args, chain)
 
     @tracing.tool_call
@@ -128,21 +152,27 @@ class Dispatcher:
         missing = await self._missing_variable(tool)
         if missing is not None:
             return missing, []
-        context = ToolCallContext(tool=tool, call_id=call.id, invoke=self._invoke, chain=chain + (tool.name or call.name,))
+        context = ToolCallContext(
+            tool=tool, call_id=call.id, invoke=self._invoke, chain=chain + (tool.name or call.name,),
+            idempotency_key=f"{self._step.state.thread_id}:{call.id}",
+        )
         state = self._step.state._bind_call(context)
         timeout = tool.timeout or self._settings.tool_timeout
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 if tool.args is None:
                     raw = await tool.execute(state)
                 else:
                     raw = await tool.execute(state, args)
-        except TimeoutError:
+        except TimeoutError as exc:
+            if not deadline.expired():  # the tool's own TimeoutError (an upstream call of its own), not our limit
+                return _failed(call.name, exc), []
             return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
         except ToolUseError as exc:
             return ToolResult.fail(str(exc)), []
         except Exception as exc:
-            return ToolResult.fail(f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc()), []
+            return _failed(call.name, exc), []
         result = _coerce_result(call.name, raw)
         result = await self._store_attachments(call.name, result)
         return self._truncate(result), context.queue
@@ -150,7 +180,8 @@ class Dispatcher:
     async def _invoke(self, name: str, args: dict[str, Any], parent: ToolCallContext) -> ToolResult:
         """`state.invoke_tool`: run now, with `tool_invoked` / `tool_invoked_result` events
         (under the calling tool's id) so the page and the CLI show the nested call."""
-        call_id = f"invoked_{uuid.uuid4().hex[:12]}"
+        parent.invocations += 1  # ids derive from the caller's: the same on a run again after resume
+        call_id = f"{parent.call_id}_invoked_{parent.invocations}"
         where = {"id": call_id, "parent_id": parent.call_id, "name": name, "side": self._step.side,
                  "depth": self._step.depth}  # fmt: skip
         bus, thread_id = self._services.bus, self._step.state.thread_id
@@ -176,7 +207,7 @@ class Dispatcher:
         if error is not None:
             return error
         if not isinstance(target, ToolDefinition):
-            return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth)
+            return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth, self._step.state)
         result, queue = await self._execute(target, call, parsed, parent.chain)
         parent.queue.extend(queue)
         return result
@@ -256,6 +287,11 @@ def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[Bas
     except ValidationError as exc:
         problems = describe(exc)
         return None, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
+
+
+def _failed(name: str, exc: BaseException) -> ToolResult:
+    """An exception from inside the tool, as an error result (the stack goes to metadata)."""
+    return ToolResult.fail(f"Tool {name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc())
 
 
 def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:

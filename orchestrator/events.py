@@ -36,7 +36,7 @@ import structlog
 
 from .env import SecretScopes
 from .messages import Event
-from .storage.base import StepWrite, Storage, StorageError
+from .storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
     from .broker import RedisBroker
@@ -44,7 +44,32 @@ if TYPE_CHECKING:
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
+SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
 _log = structlog.get_logger("orchestrator.events")
+
+
+class SubscriberLagging(Exception):
+    """A subscriber fell more than SUBSCRIBER_QUEUE events behind the live stream
+    (a stalled client): it is dropped, so its backlog cannot grow the server's
+    memory. Nothing is lost: subscribe again with `after` (the last seq it got)."""
+
+    def __init__(self, thread_id: str, after: int) -> None:
+        super().__init__(f"subscriber of thread {thread_id} fell behind; subscribe again with after={after}")
+        self.thread_id = thread_id
+        self.after = after
+
+
+def offer(queue: asyncio.Queue[Event | None], event: Event) -> bool:
+    """Put `event` on a subscriber's bounded queue; when it is full, empty it and
+    leave the end mark (None) instead. False when the subscriber is dropped."""
+    try:
+        queue.put_nowait(event)
+        return True
+    except asyncio.QueueFull:
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait(None)
+        return False
 
 
 class _Channel:
@@ -53,7 +78,7 @@ class _Channel:
     def __init__(self, seq: int) -> None:
         self.seq = seq
         self.ring: deque[Event] = deque(maxlen=_RING_SIZE)
-        self.subscribers: set[asyncio.Queue[Event]] = set()
+        self.subscribers: set[asyncio.Queue[Event | None]] = set()
         self.pending: list[Event] = []  # durable events not yet written
         self.flushing: asyncio.Task[None] | None = None
         self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
@@ -150,8 +175,9 @@ class EventBus:
 
     def _go_live(self, ch: _Channel, event: Event) -> None:
         ch.ring.append(event)
-        for queue in ch.subscribers:
-            queue.put_nowait(event)
+        for queue in list(ch.subscribers):
+            if not offer(queue, event):
+                ch.subscribers.discard(queue)
         if self._broker is not None:
             self._broker.publish(event)
 
@@ -163,12 +189,26 @@ class EventBus:
             ch.committed |= {e.seq for e in events if e.type in SETTLING_EVENTS}
 
     def take_pending(self, thread_id: str) -> list[Event]:
-        """Hand the unwritten durable events to a caller that writes them in its transaction."""
+        """Hand the unwritten durable events to a caller that writes them in its
+        transaction; if that write fails, the caller hands them back (`unwritten`)."""
         ch = self._channels.get(thread_id)
         if ch is None:
             return []
         events, ch.pending = ch.pending, []
         return events
+
+    def unwritten(self, thread_id: str, events: list[Event], error: BaseException) -> None:
+        """A write of `events` (taken with `take_pending`) failed: they are pending
+        again, ahead of newer ones, so the next write stores them and the log has
+        no gap. A write fenced off (the lease moved on) drops them: a stale
+        owner's events must not enter the new owner's log."""
+        ch = self._channels.get(thread_id)
+        if ch is None or not events:
+            return
+        if isinstance(error, (StaleLeaseError, DuplicateEventError)):  # writing them again cannot succeed
+            _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(events), error=str(error))
+            return
+        ch.pending[:0] = events
 
     async def flush(self, thread_id: str) -> None:
         """Write what is pending (after a background write under way), let out
@@ -199,6 +239,15 @@ class EventBus:
                 await self._storage.append_events(events)
             else:
                 await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
+        except DuplicateEventError:  # another process stored some of these seqs: the others are pending again
+            first = min(seqs)
+            found = await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)
+            stored = {e.seq for e in found}
+            ch.pending[:0] = [e for e in events if e.seq not in stored]
+            raise
+        except Exception as exc:  # cancelled: it may have committed, so it is not written again
+            self.unwritten(thread_id, events, exc)
+            raise
         finally:
             ch.writing -= seqs
         return seqs
@@ -241,7 +290,8 @@ class EventBus:
             ch.flushing = None
 
     async def subscribe(self, thread_id: str, after: int = 0) -> AsyncIterator[Event]:
-        """Events with seq > after: the missed ones first, then live, each once."""
+        """Events with seq > after: the missed ones first, then live, each once.
+        Raises SubscriberLagging when the caller falls too far behind."""
         if self._broker is not None:
             await self._storage.last_event_seq(thread_id)  # unknown thread: NotFoundError now
             async for event in self._broker.subscribe(thread_id, after, self._storage):
@@ -249,7 +299,7 @@ class EventBus:
             return
         await self.attach(thread_id)
         ch = self._channels[thread_id]
-        queue: asyncio.Queue[Event] = asyncio.Queue()
+        queue: asyncio.Queue[Event | None] = asyncio.Queue(SUBSCRIBER_QUEUE)
         ch.subscribers.add(queue)
         try:
             last = after
@@ -259,6 +309,8 @@ class EventBus:
                     yield event
             while True:
                 event = await queue.get()
+                if event is None:
+                    raise SubscriberLagging(thread_id, last)
                 if event.seq > last:
                     last = event.seq
                     yield event

@@ -24,8 +24,10 @@ from .answers import answer_message, provider_family
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, StepTools
 from .hooks import ToolCallStart
-from .messages import ExecutionSnapshot, Message, SideName, ThreadRecord, ToolCall, Usage, new_id
+from .lease import LeaseKeeper
+from .messages import ExecutionSnapshot, Message, SideName, StoppedBy, ThreadRecord, ToolCall, Usage, new_id
 from .state import ExecutionState, ThreadState
+from .storage.base import StaleLeaseError
 from .streaming import CallStarted, StreamAssembler
 from . import tracing
 from .toolset import Toolset, build_toolset
@@ -51,7 +53,7 @@ class ExecutionResult(BaseModel):
 
     thread_id: str
     flow_id: str
-    stopped_by: SideName | None
+    stopped_by: StoppedBy | None  # the side whose turn it was, or "caller" for a stop from outside
     reason: str
     step_count: int
     side_a_step_count: int
@@ -82,7 +84,7 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
-    heartbeat = asyncio.create_task(_heartbeat(services, lease))
+    keeper = LeaseKeeper(services.storage, lease, services.settings.lease_ttl, sleep=services.sleep).start()
     try:
         services.bus.fence(thread.id, lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
@@ -91,18 +93,19 @@ async def execute(services: Any, thread: ThreadRecord, *, person_message: str | 
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, history)
         execution.lease_token = lease.token
+        keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state)
         return await _Execution(services, thread, agent, state, execution).go(person_message)
     finally:
-        heartbeat.cancel()
+        await keeper.stop()
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
         services.bus.fence(thread.id, None)
         services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
         with contextlib.suppress(Exception):
-            await services.storage.release_lease(lease)
+            await services.storage.release_lease(keeper.lease)
 
 
 def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
@@ -113,14 +116,6 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
     if previous is not None:  # session turns carry over between executions
         snapshot.turn_count = previous.turn_count
     return snapshot
-
-
-async def _heartbeat(services: Any, lease: Any) -> None:
-    ttl = services.settings.lease_ttl
-    with contextlib.suppress(asyncio.CancelledError):
-        while True:
-            await asyncio.sleep(ttl / 3)
-            lease = await services.storage.renew_lease(lease, ttl)
 
 
 class _Execution:
@@ -152,7 +147,10 @@ class _Execution:
         except Aborted:
             pass
         except ProviderError as exc:
-            return await self._fail(exc)
+            if self.execution.lease_lost is None:
+                return await self._fail(exc)
+        if self.execution.lease_lost is not None:  # nothing more may be written: whoever takes the thread resumes it
+            raise StaleLeaseError(self.execution.lease_lost)
         return await self._finish()
 
     async def _turns(self, pending: _Outcome | None) -> None:
@@ -235,7 +233,7 @@ class _Execution:
         started = time.perf_counter()
         self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
         assistant, end = await self._stream(side, prompt, info, toolset, messages, depth=0)
-        self._count_step(side, end)
+        self.count_step(side, end)
         self.thread.execution = self.snap
         await self.services.store_message(self.state, assistant, thread=self.thread)
         self._log_step(side, info, end, started)
@@ -294,15 +292,18 @@ class _Execution:
         self._publish("tool_call_started", start.model_dump())
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
-    async def _dispatch(self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int) -> list[Message]:
+    async def _dispatch(
+        self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
+    ) -> list[Message]:
+        """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's."""
         if not calls:
             return []
         from .nested import run_nested
 
-        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int) -> Any:
-            return await run_nested(self, target, args, call, side, at_depth)
+        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int, caller: ThreadState) -> Any:
+            return await run_nested(self, target, args, call, side, at_depth, caller)
 
-        step = StepTools(self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
+        step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         return await Dispatcher(self.services, step).run_calls(calls)
 
     async def _until_aborted(self, work: Any) -> Any:
@@ -384,9 +385,13 @@ class _Execution:
                     out[ref.id] = base64.b64encode(data).decode()
         return out
 
-    def _count_step(self, side: SideName, end: StreamEnd) -> None:
+    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
+        """A step counts in `step_count` and its side's counter, also a nested one
+        (a prompt called as a tool by that side), so step_count == side a + side b.
+        Only the side's own steps count toward its turn's `max_steps`."""
         self.snap.step_count += 1
-        self.snap.turn_step_count += 1
+        if not nested:
+            self.snap.turn_step_count += 1
         if side == "a":
             self.snap.side_a_step_count += 1
         else:

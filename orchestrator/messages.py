@@ -18,6 +18,7 @@ from .results import AttachmentRef
 
 Role = Literal["system", "user", "assistant", "tool"]
 SideName = Literal["a", "b"]
+StoppedBy = Literal["a", "b", "caller"]  # "caller": stopped from outside (Thread.stop, HTTP), not by a side
 
 
 def new_id(prefix: str) -> str:
@@ -86,7 +87,7 @@ class ExecutionSnapshot(BaseModel):
     turn_step_count: int = 0
     forced_side: SideName | None = None
     stopped: bool = False
-    stopped_by: SideName | None = None
+    stopped_by: StoppedBy | None = None
     reason: str | None = None
 
 

@@ -20,6 +20,7 @@ from .views import render_prompt, side_view
 
 if TYPE_CHECKING:
     from .executor import _Execution
+    from .state import ThreadState
 
 
 def _opening_text(args: dict[str, Any]) -> str:
@@ -28,40 +29,41 @@ def _opening_text(args: dict[str, Any]) -> str:
 
 
 @tracing.tool_call
-async def run_nested(run: _Execution, target: PromptDefinition | AgentDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int) -> ToolResult:
+async def run_nested(
+    run: _Execution, target: PromptDefinition | AgentDefinition, args: dict[str, Any], call: ToolCall, side: SideName,
+    depth: int, caller: ThreadState,
+) -> ToolResult:
     limit = run.services.settings.max_invoke_depth
     if depth + 1 > limit:
         return ToolResult.fail(f"nesting limit ({limit}) reached: {call.name!r} was not run")
     if isinstance(target, AgentDefinition):
         return await _run_agent(run, target, args, call, depth)
-    return await _run_prompt(run, target, args, call, side, depth)
+    return await _run_prompt(run, target, args, call, side, depth, caller)
 
 
-async def _run_prompt(run: _Execution, prompt: PromptDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int) -> ToolResult:
+async def _run_prompt(
+    run: _Execution, prompt: PromptDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int,
+    caller: ThreadState,
+) -> ToolResult:
     inner = depth + 1
-    path = run.execution.prompt_path
-    path.append(prompt.name or call.name)
-    try:
-        info, toolset = await run._toolset(prompt)
-        system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
-        opening = Message(
-            thread_id=run.thread.id, side=side, role="user", content=_opening_text(args), depth=inner,
-            flow_id=run.snap.flow_id, metadata={"parent_call": call.id, "prompt": prompt.name},
-        )
-        local: list[Message] = [await run.services.store_message(run.state, opening)]
-        for _ in range(prompt.max_steps):
-            messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
-            assistant, end = await run._stream(side, prompt, info, toolset, messages, depth=inner)
-            run.snap.step_count += 1
-            run.add_usage(end)
-            assistant.metadata["parent_call"] = call.id
-            local.append(await run.services.store_message(run.state, assistant, thread=run.thread))
-            if not assistant.tool_calls:
-                return ToolResult.ok(assistant.content or "")
-            local.extend(await run._dispatch(side, toolset, assistant.tool_calls, depth=inner))
-        return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
-    finally:
-        path.pop()
+    state = caller._in_prompt(prompt.name or call.name)  # its own path: parallel calls never share a top
+    info, toolset = await run._toolset(prompt)
+    system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
+    opening = Message(
+        thread_id=run.thread.id, side=side, role="user", content=_opening_text(args), depth=inner,
+        flow_id=run.snap.flow_id, metadata={"parent_call": call.id, "prompt": prompt.name},
+    )
+    local: list[Message] = [await run.services.store_message(state, opening)]
+    for _ in range(prompt.max_steps):
+        messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
+        assistant, end = await run._stream(side, prompt, info, toolset, messages, depth=inner)
+        run.count_step(side, end, nested=True)
+        assistant.metadata["parent_call"] = call.id
+        local.append(await run.services.store_message(state, assistant, thread=run.thread))
+        if not assistant.tool_calls:
+            return ToolResult.ok(assistant.content or "")
+        local.extend(await run._dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
+    return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
 
 
 async def _run_agent(run: _Execution, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int) -> ToolResult:

@@ -15,12 +15,12 @@ import asyncio
 import gc
 import json
 import os
-import socket
-import uuid
-from collections.abc import AsyncIterator, Sequence
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -34,10 +34,13 @@ from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideNam
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
 from .storage import Storage, StepWrite, open_storage
+from .storage.owners import process_owner
 from .validation import describe
 
 if TYPE_CHECKING:
     from .mcp import McpTools
+
+_T = TypeVar("_T")
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
 
@@ -55,6 +58,7 @@ class Services:
     owner: str  # this process's lease owner id
     toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
     mcp: McpTools | None = None  # the config's MCP servers, started on first use
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
 
     async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""
@@ -64,7 +68,11 @@ class Services:
             thread_id=message.thread_id, new_messages=[message], events=self.bus.take_pending(message.thread_id),
             thread=thread, lease_token=execution.lease_token if execution else None,
         )
-        [stored] = await self.storage.commit(write)
+        try:
+            [stored] = await self.storage.commit(write)
+        except Exception as exc:
+            self.bus.unwritten(message.thread_id, write.events, exc)
+            raise
         self.bus.committed(message.thread_id, write.events)
         if execution is not None:
             execution.message_history.append(stored)
@@ -74,7 +82,12 @@ class Services:
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
         events = self.bus.take_pending(thread.id)
-        await self.storage.commit(StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token))
+        try:
+            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
+            await self.storage.commit(write)
+        except Exception as exc:
+            self.bus.unwritten(thread.id, events, exc)
+            raise
         self.bus.committed(thread.id, events)
 
 
@@ -89,6 +102,9 @@ class Runtime:
         self._open_lock = asyncio.Lock()
         self._running: dict[str, ExecutionState] = {}
         self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
+        self._starting: Counter[str] = Counter()  # per thread: run()/send()/start() calls not yet holding the lease
+        self._stops: dict[str, str] = {}  # stops said while an execution was starting: applied once it holds the lease
+        self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions started here; close() waits for them
         self._broker: Any = None  # a RedisBroker when settings.redis is set
 
     @classmethod
@@ -147,7 +163,7 @@ class Runtime:
                     definitions=self.definitions, storage=self.storage, bus=EventBus(self.storage, redactor),
                     hooks=Hooks(self.definitions.hooks), client=client, settings=self.settings, redactor=redactor,
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
-                    owner=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                    owner=process_owner(),
                     mcp=_mcp_tools(self.config, redactor),
                 )
                 if self.settings.redis:
@@ -157,10 +173,11 @@ class Runtime:
                     self._services.bus.use_broker(self._broker)
         return self
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 30.0) -> None:
+        """Stop the executions started here, wait for each to store its end
+        (cancel those still running after `timeout` seconds), then close storage."""
         if self._services is not None:
-            for execution in list(self._running.values()):
-                execution.stop("runtime closed")
+            await self._stop_executions(timeout)
             await self._services.bus.close()
             if self._services.mcp is not None:
                 await self._services.mcp.close()
@@ -169,6 +186,50 @@ class Runtime:
                 self._broker = None
             await self.storage.close()
             self._services = None
+
+    def stop_all(self, reason: str) -> None:
+        """Stop every execution running here, and every one still being started
+        (it ends before its first model request); `stopped_by` is "caller"."""
+        for execution in list(self._running.values()):
+            execution.stop(reason, by="caller")
+        for thread_id, count in self._starting.items():
+            if count > 0:
+                self._stops[thread_id] = reason
+
+    async def _stop_executions(self, timeout: float) -> None:
+        self.stop_all("runtime closed")
+        tasks = {t for t in self._tasks if t is not asyncio.current_task()}
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=timeout)
+        for task in late:  # a tool that ignores cancellation of its own stop: cancel the whole task
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+    # -- stops said before an execution holds the lease ---------------------
+    def _announce(self, thread_id: str) -> _StartTicket:
+        """A run()/send()/start() call: from now on a stop for the thread is kept for it."""
+        self._starting[thread_id] += 1
+        return _StartTicket(self, thread_id)
+
+    def _settle_start(self, thread_id: str, execution: ExecutionState | None) -> None:
+        """The announced start holds the lease (`execution`) or gave up (None)."""
+        self._starting[thread_id] -= 1
+        if self._starting[thread_id] <= 0:
+            del self._starting[thread_id]
+        if execution is not None:
+            reason = self._stops.pop(thread_id, None)
+            if reason is not None:
+                execution.stop(reason, by="caller")
+        elif thread_id not in self._starting:
+            self._stops.pop(thread_id, None)  # nobody left to apply it to
+
+    def _keep_stop(self, thread_id: str, reason: str) -> bool:
+        if self._starting.get(thread_id, 0) > 0:
+            self._stops[thread_id] = reason
+            return True
+        return False
 
     async def __aenter__(self) -> Runtime:
         return await self.open()
@@ -253,21 +314,37 @@ class Thread:
         services = self._runtime.services
         return ThreadState(services, self.record, self.agent, execution=self.execution)
 
-    async def run(self) -> ExecutionResult:
+    # run(), send() and start() are plain functions returning a coroutine: the call
+    # itself announces the start, so a stop said right after it (before the
+    # coroutine first runs) is kept and ends the execution before its first request.
+    def run(self) -> Coroutine[Any, Any, ExecutionResult]:
         """Run a dual_ai thread until its execution stops."""
-        return await (await self.start())
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._to_end(None, ticket))
 
-    async def send(self, text: str) -> ExecutionResult:
+    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]:
         """The person's message (side b), then side a's turn."""
-        return await (await self.start(text))
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._to_end(text, ticket))
 
-    async def start(self, text: str | None = None) -> asyncio.Task[ExecutionResult]:
+    def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
         """Start an execution in the background; returns once it owns the thread.
 
         Raises ThreadBusyError (or a bad-input error) right away instead of
         through the task, so a server can answer 409 before it answers 202."""
-        self._check_kind(text)
-        await self._runtime.open()
+        ticket = self._runtime._announce(self.id)
+        return ticket.watch(self._start(text, ticket))
+
+    async def _to_end(self, text: str | None, ticket: _StartTicket) -> ExecutionResult:
+        return await (await self._start(text, ticket))
+
+    async def _start(self, text: str | None, ticket: _StartTicket) -> asyncio.Task[ExecutionResult]:
+        try:
+            self._check_kind(text)
+            await self._runtime.open()
+        except BaseException:
+            ticket.settle(None)
+            raise
         started = asyncio.Event()
 
         def on_start(state: ThreadState) -> None:
@@ -276,12 +353,18 @@ class Thread:
             forced = self._runtime._forced.pop(self.id, None)
             if forced is not None:
                 state.execution.force_turn(forced)
+            ticket.settle(state.execution)
             started.set()
 
         task = asyncio.create_task(self._execute(text, on_start))
+        task.add_done_callback(lambda _: ticket.settle(None))  # refused or failed before holding the lease
+        self._runtime._tasks.add(task)
+        task.add_done_callback(self._runtime._tasks.discard)
         waiter = asyncio.create_task(started.wait())
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
         if task.done() and not started.is_set():
             task.result()  # raises ThreadBusyError and other early failures
         return task
@@ -320,11 +403,16 @@ class Thread:
         else:
             self._runtime._forced[self.id] = side
 
-    def stop(self, reason: str = "stopped") -> None:
-        """Stop the running execution: cancels its model stream and tools."""
+    def stop(self, reason: str = "stopped") -> bool:
+        """Stop the execution: cancels its model stream and tools (`stopped_by`
+        is "caller"). Said while run()/send()/start() has been called but the
+        execution does not hold the lease yet, it is kept and applied then.
+        False when there is nothing to stop."""
         execution = self.execution
         if execution is not None:
-            execution.stop(reason)
+            execution.stop(reason, by="caller")
+            return True
+        return self._runtime._keep_stop(self.id, reason)
 
     async def events(self, after: int = 0) -> AsyncIterator[Event]:
         await self._runtime.open()
@@ -338,6 +426,27 @@ class Thread:
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
         return self.record
+
+
+class _StartTicket:
+    """One announced start; settled exactly once: holding the lease, or given up
+    (also when the coroutine is dropped without ever being awaited)."""
+
+    __slots__ = ("_runtime", "_thread_id", "_settled")
+
+    def __init__(self, runtime: Runtime, thread_id: str) -> None:
+        self._runtime = runtime
+        self._thread_id = thread_id
+        self._settled = False
+
+    def settle(self, execution: ExecutionState | None) -> None:
+        if not self._settled:
+            self._settled = True
+            self._runtime._settle_start(self._thread_id, execution)
+
+    def watch(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
+        weakref.finalize(coro, self.settle, None)
+        return coro
 
 
 _heap_frozen = False

@@ -8,6 +8,7 @@ A tool receives its own copy bound to its call (`_bind_call`), which is how
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .definitions import AgentDefinition, ToolDefinition
 from .env import EnvScope
-from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName
+from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy
 from .results import ToolResult
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class ExecutionState:
         self.abort_signal = AbortSignal()
         self.prompt_path: list[str] = []
         self.lease_token: int | None = None
+        self.lease_lost: str | None = None  # why the lease was lost; the execution is aborted then
 
     flow_id = property(lambda self: self.snapshot.flow_id)
     current_side = property(lambda self: self.snapshot.current_side)
@@ -74,17 +76,33 @@ class ExecutionState:
     stopped = property(lambda self: self.snapshot.stopped)
     stopped_by = property(lambda self: self.snapshot.stopped_by)
 
+    def _with_prompt(self, name: str) -> ExecutionState:
+        """The same execution (snapshot, history, abort signal are shared) seen
+        from inside prompt `name` called as a tool: only `prompt_path` is its own."""
+        view = copy.copy(self)
+        view.prompt_path = [*self.prompt_path, name]
+        return view
+
+    def lose_lease(self, reason: str) -> None:
+        """The lease is gone: abort now (the thread is not marked stopped; whoever holds it next resumes it)."""
+        self.lease_lost = reason
+        self.abort_signal.abort(reason)
+
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side`, effective after the current step."""
         if side not in ("a", "b"):
             raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
         self.snapshot.forced_side = side
 
-    def stop(self, reason: str = "stopped") -> None:
-        """End the execution now: cancels the in-flight request and running tools."""
+    def stop(self, reason: str = "stopped", *, by: StoppedBy | None = None) -> None:
+        """End the execution now: cancels the in-flight request and running tools.
+
+        `by` says who stopped it: "caller" for a stop from outside the loop
+        (Thread.stop, the HTTP API); by default the side whose turn it is, as
+        when one of its tools stops the execution."""
         if not self.snapshot.stopped:
             self.snapshot.stopped = True
-            self.snapshot.stopped_by = self.snapshot.current_side
+            self.snapshot.stopped_by = by or self.snapshot.current_side
             self.snapshot.reason = reason
         self.abort_signal.abort(reason)
 
@@ -99,6 +117,8 @@ class ToolCallContext:
     queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     chain: tuple[str, ...] = ()
     prompt_name: str | None = None
+    idempotency_key: str | None = None
+    invocations: int = 0  # invoke_tool calls made so far (they number their call ids)
 
 
 class ThreadState:
@@ -146,11 +166,27 @@ class ThreadState:
         """The id of the tool call this state is bound to (None outside a tool)."""
         return self._call.call_id if self._call is not None else None
 
+    @property
+    def idempotency_key(self) -> str | None:
+        """The running tool call's key (None outside a tool): the same each time
+        this call runs, also when a call interrupted by a crash runs again after
+        resume. Pass it to an API that deduplicates (payments, emails, tickets)
+        to make the side effect happen once."""
+        return self._call.idempotency_key if self._call else None
+
     def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
         bound = ThreadState(self._services, self._thread, self._agent, execution=self.execution, depth=self._depth if depth is None else depth)
         bound.context = self.context
         bound._call = call
         return bound
+
+    def _in_prompt(self, name: str) -> ThreadState:
+        """This state one prompt deeper (a prompt called as a tool), with its own
+        `execution.prompt_path`: parallel calls never see each other's prompt (or env defaults)."""
+        execution = self.execution._with_prompt(name) if self.execution else None
+        inner = ThreadState(self._services, self._thread, self._agent, execution=execution, depth=self._depth + 1)
+        inner.context = self.context
+        return inner
 
     # -- messages ----------------------------------------------------------
     async def get_messages(

@@ -20,10 +20,12 @@ conversation it is), so a resumed process gets the answers an uninterrupted one
 would. Tools append `<label> <token>` to the runs file when they start, so the
 parent counts runs across processes.
 
-Two knobs make separate processes look like one long-lived deployment:
-`clock_offset` runs this worker's lease clock ahead (the dead worker's lease
-has expired, as it would have after lease_ttl), and `id_offset` starts the
-scripted model's call-id numbering there (real providers never reuse ids).
+`<db>` is a SQLite file, or `pg:<schema>` for PostgreSQL. Two knobs make
+separate processes look like one long-lived deployment: `clock_offset` runs
+this worker's lease clock ahead (the crash test passes 0: a dead worker's
+lease is taken at once, its owner being a process on this host that is gone),
+and `id_offset` starts the scripted model's call-id numbering there (real
+providers never reuse ids).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio  # noqa: E402
+import faulthandler  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -50,6 +54,7 @@ from orchestrator.logs import configure_logging  # noqa: E402
 from orchestrator.runtime import Runtime  # noqa: E402
 from orchestrator.settings import RuntimeSettings  # noqa: E402
 from orchestrator.storage import StepWrite  # noqa: E402
+from orchestrator.storage.postgres import PostgresStorage  # noqa: E402
 from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
 from providers.config import config_from_dict  # noqa: E402
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse  # noqa: E402
@@ -91,7 +96,9 @@ def build_definitions(runs_file: str, label: str) -> Any:
         _point("tool_start")
         with open(runs_file, "a", encoding="utf-8") as f:
             f.write(f"{label} {args.token}\n")
-        await asyncio.sleep(0)
+        # parallel calls of different durations: y (the second call) finishes, and
+        # its result is stored, while x (the first) still runs
+        await asyncio.sleep(0.02 if args.token.endswith("-x") else 0)
         _point("tool_end")
         return {"status": "success", "result": f"noted {args.token}"}
 
@@ -103,14 +110,30 @@ def build_definitions(runs_file: str, label: str) -> Any:
     return definitions(tools={"note": define_tool(description="Note a token", args=Note, execute=note)}, prompts=prompts, agents={AGENT: agent})
 
 
-class _MarkedStorage(SQLiteStorage):
+class _Marked:
     """Announces each commit's start and end: kill points on both sides of a transaction."""
 
     async def commit(self, write: StepWrite) -> list[Any]:
         _point("commit_start")
-        stored = await super().commit(write)
+        stored = await super().commit(write)  # type: ignore[misc]
         _point("commit_end")
         return stored
+
+
+class _MarkedSQLite(_Marked, SQLiteStorage):
+    pass
+
+
+class _MarkedPostgres(_Marked, PostgresStorage):
+    pass
+
+
+def open_store(db: str, clock: Any = time.time) -> Any:
+    """`pg:<schema>`: PostgreSQL (ORCHESTRATOR_TEST_POSTGRES_DSN, that schema); else a SQLite file."""
+    if db.startswith("pg:"):
+        dsn = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+        return _MarkedPostgres(dsn, schema=db[3:], clock=clock)
+    return _MarkedSQLite(db, clock=clock)
 
 
 async def work(db: str, runs_file: str, label: str, clock_offset: float, id_offset: int) -> None:
@@ -120,7 +143,7 @@ async def work(db: str, runs_file: str, label: str, clock_offset: float, id_offs
     router = respx.mock(assert_all_called=False)
     model.mount(router)
     router.start()
-    storage = _MarkedStorage(db, clock=lambda: time.time() + clock_offset)
+    storage = open_store(db, clock=lambda: time.time() + clock_offset)
     runtime = Runtime(build_definitions(runs_file, label), config=config_from_dict(CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=30))
     try:
         async with runtime:
@@ -136,6 +159,7 @@ async def work(db: str, runs_file: str, label: str, clock_offset: float, id_offs
 def _worker(args: list[str]) -> None:
     db, runs_file, label, clock_offset, id_offset = args
     code = 0
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the parent asks for our stacks if we go quiet
     try:
         sys.stdout.write(f"PID {os.getpid()}\n")
         sys.stdout.flush()

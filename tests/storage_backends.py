@@ -58,6 +58,11 @@ async def _probe_postgres() -> str | None:
     return _pg_unreachable[0] if _pg_unreachable else None
 
 
+async def postgres_unreachable() -> str | None:
+    """Why the test PostgreSQL can't be used (skip with it), or None when it can."""
+    return await _probe_postgres()
+
+
 class StorageFactory:
     """Makes storages of one backend that all point at the same database.
 

@@ -264,3 +264,32 @@ async def test_force_turn_checks_the_side(node: Any) -> None:
     _, broker = await node()
     with pytest.raises(ValueError, match="side must be 'a' or 'b'"):
         await broker.force_turn("thr_x", "c")
+
+
+async def test_a_subscriber_that_falls_behind_the_stream_is_dropped_and_can_resume(node: Any) -> None:
+    from orchestrator.events import SUBSCRIBER_QUEUE, SubscriberLagging
+
+    server, _ = await node()
+    publisher, _ = await node()
+    thread = await server.create_thread("duo")
+    stalled = (await server.get_thread(thread.id)).events()
+    assert (await asyncio.wait_for(anext(stalled), 10)).type == "thread_created"  # replayed; live next
+    await server.services.bus.flush(thread.id)
+    bus = publisher.services.bus
+    await bus.attach(thread.id)
+    bus.publish(thread.id, "hello")
+    async with asyncio.timeout(10):
+        while (first := await anext(stalled)).type != "hello":  # reading live; then it stops reading
+            pass
+    count = SUBSCRIBER_QUEUE + 10
+    for i in range(count):
+        bus.publish(thread.id, "tick", {"i": i})
+    await bus.flush(thread.id)
+    await asyncio.sleep(1)  # the reader fans the burst out while the subscriber reads nothing
+    with pytest.raises(SubscriberLagging) as lagging:
+        async with asyncio.timeout(30):
+            while True:
+                await anext(stalled)
+    assert lagging.value.after == first.seq
+    ticks = await _collect(server, thread.id, lagging.value.after, lambda e: e.type == "tick" and e.data["i"] == count - 1)
+    assert [e.data["i"] for e in ticks] == list(range(count))  # nothing lost

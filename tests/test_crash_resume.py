@@ -9,6 +9,12 @@ hold exactly the transcript an uninterrupted run produces (nothing lost,
 nothing twice), with one creation event per message, and no tool may have run
 in a process that started after its result was stored.
 
+The tool calls of a step run in parallel with different durations (the
+second finishes first), so a kill often lands after one result is stored and
+before the other: the stored one must not run again. Workers use the real
+lease clock: each one takes the dead one's leases at once (the owner's
+process is gone), with no TTL wait. On SQLite and on PostgreSQL.
+
 10 kill points by default; ORCHESTRATOR_CRASH_POINTS=50 for more.
 """
 
@@ -22,6 +28,7 @@ import select
 import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +37,10 @@ from typing import Any
 import pytest
 
 from orchestrator.messages import ThreadRecord
+from orchestrator.storage import Storage
+from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.sqlite import SQLiteStorage
+from storage_backends import PG_DSN, postgres_unreachable
 
 CHILD = Path(__file__).resolve().parent / "crash_child.py"
 SEED = 20261130
@@ -68,6 +78,10 @@ class _Zygote:
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], LINE_TIMEOUT)
         if not ready:
+            if self.worker is not None:  # a hang: have the worker print its stacks (stderr) before we give up
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.worker, signal.SIGUSR1)
+                select.select([], [], [], 2)
             raise TimeoutError(f"crash child said nothing for {LINE_TIMEOUT} s (worker {self.worker}); last lines: {self.last[-5:]}")
         line = self.proc.stdout.readline()
         self.last = [*self.last[-20:], line.strip()]
@@ -75,10 +89,11 @@ class _Zygote:
             raise RuntimeError(f"crash child exited (code {self.proc.poll()})")
         return line.strip()
 
-    def run(self, db: Path, runs: Path, label: str, index: int, kill_after: int | None) -> bool:
-        """One worker; SIGKILL it at its `kill_after`-th kill point. True if it was killed."""
+    def run(self, db: str, runs: Path, label: str, index: int, kill_after: int | None) -> bool:
+        """One worker; SIGKILL it at its `kill_after`-th kill point. True if it was killed.
+        Its lease clock is the real one: the next worker takes a dead one's leases at once."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"run {db} {runs} {label} {index * 1000.0} {index * 1000}\n")
+        self.proc.stdin.write(f"run {db} {runs} {label} 0 {index * 1000}\n")
         self.proc.stdin.flush()
         pid, seen, killed = None, 0, False
         while True:
@@ -88,8 +103,11 @@ class _Zygote:
             elif line.startswith("@@ ") and not killed:
                 seen += 1
                 if kill_after is not None and seen >= kill_after:
-                    os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
-                    killed = True
+                    try:
+                        os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+                        killed = True
+                    except ProcessLookupError:  # it finished (and was reaped) before we read this line
+                        pass
             elif line.startswith("EXIT "):
                 self.worker = None
                 status = int(line.split()[2])
@@ -115,14 +133,32 @@ class _Zygote:
 # -- reading the database ------------------------------------------------------------
 
 
-async def _create(db: Path, tags: list[str]) -> None:
-    async with SQLiteStorage(str(db)) as storage:
+def _open(db: str) -> Storage:
+    """`pg:<schema>` (as tests/crash_child.py reads it) or a SQLite file."""
+    if db.startswith("pg:"):
+        return PostgresStorage(PG_DSN, schema=db[3:])
+    return SQLiteStorage(db)
+
+
+async def _drop_schema(db: str) -> None:
+    if db.startswith("pg:"):
+        import asyncpg
+
+        conn = await asyncpg.connect(PG_DSN)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{db[3:]}" CASCADE')
+        finally:
+            await conn.close()
+
+
+async def _create(db: str, tags: list[str]) -> None:
+    async with _open(db) as storage:
         for tag in tags:
             await storage.create_thread(ThreadRecord(id=f"thr_{tag}", agent_id="duo", arguments={"tag": tag}))
 
 
-async def _threads(db: Path) -> list[tuple[ThreadRecord, list[Any], list[Any]]]:
-    async with SQLiteStorage(str(db)) as storage:
+async def _threads(db: str) -> list[tuple[ThreadRecord, list[Any], list[Any]]]:
+    async with _open(db) as storage:
         out = []
         for thread in await storage.list_threads(limit=10_000):
             messages = (await storage.get_messages(thread.id, include_silent=True)).messages
@@ -135,12 +171,32 @@ def _stored_tokens(threads: list[tuple[ThreadRecord, list[Any], list[Any]]]) -> 
 
 
 def _transcript(thread: ThreadRecord, messages: list[Any]) -> list[tuple[Any, ...]]:
+    """The thread's messages, comparable across runs. A step's tool results are
+    stored as each call completes, so their stored order follows timing; they
+    are put in call order (the order the model reads them in) first."""
     tag = thread.arguments["tag"]
     norm = lambda text: text.replace(tag, "T") if text else text  # noqa: E731
     return [
         (m.side, m.role, norm(m.content), m.name, tuple((c.name, norm(c.arguments)) for c in m.tool_calls or []))
-        for m in messages
+        for m in _results_in_call_order(messages)
     ]
+
+
+def _results_in_call_order(messages: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    order: dict[str, int] = {}
+    results: list[Any] = []
+    for m in [*messages, None]:
+        if m is not None and m.role == "tool":
+            results.append(m)
+            continue
+        out.extend(sorted(results, key=lambda r: order.get(r.tool_call_id, len(order))))
+        results = []
+        if m is not None:
+            if m.tool_calls:
+                order = {c.id: i for i, c in enumerate(m.tool_calls)}
+            out.append(m)
+    return out
 
 
 def _runs(path: Path) -> list[tuple[str, str]]:
@@ -152,14 +208,22 @@ def _runs(path: Path) -> list[tuple[str, str]]:
 # -- the loop --------------------------------------------------------------------------
 
 
-def crash_loop(tmp: Path, points: int, seed: int = SEED) -> CrashReport:
+def crash_loop(tmp: Path, points: int, seed: int = SEED, backend: str = "sqlite") -> CrashReport:
     rng = random.Random(seed)
     report = CrashReport()
-    db, runs, ref_db = tmp / "crash.db", tmp / "runs.txt", tmp / "reference.db"
+    db = str(tmp / "crash.db") if backend == "sqlite" else f"pg:crash_{uuid.uuid4().hex[:12]}"
+    runs, ref_db = tmp / "runs.txt", str(tmp / "reference.db")
+    try:
+        return _crash_loop(db, runs, ref_db, points, rng, report)
+    finally:
+        asyncio.run(_drop_schema(db))
+
+
+def _crash_loop(db: str, runs: Path, ref_db: str, points: int, rng: random.Random, report: CrashReport) -> CrashReport:
     zygote = _Zygote()
     try:
         asyncio.run(_create(ref_db, ["REF"]))
-        zygote.run(ref_db, tmp / "ref_runs.txt", "ref", 0, None)
+        zygote.run(ref_db, runs.with_name("ref_runs.txt"), "ref", 0, None)
         [(ref_thread, ref_messages, _)] = asyncio.run(_threads(ref_db))
         assert ref_thread.status == "completed", ref_thread.status
         reference = _transcript(ref_thread, ref_messages)
@@ -227,10 +291,14 @@ def _check_thread(thread: ThreadRecord, messages: list[Any], events: list[Any], 
         report.event_problems.append(f"{name}: event seqs not unique and increasing")
 
 
-@pytest.fixture(scope="module")
-def crash_report(tmp_path_factory: pytest.TempPathFactory) -> CrashReport:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def crash_report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> CrashReport:
+    if request.param == "postgres":
+        reason = asyncio.run(postgres_unreachable())
+        if reason:
+            pytest.skip(reason)
     points = int(os.environ.get("ORCHESTRATOR_CRASH_POINTS", "10"))
-    report = crash_loop(tmp_path_factory.mktemp("crash"), points)
+    report = crash_loop(tmp_path_factory.mktemp("crash"), points, backend=request.param)
     assert report.kills == points
     return report
 

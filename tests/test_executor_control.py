@@ -93,7 +93,7 @@ async def test_stop_mid_stream_stores_nothing_half_written_and_thread_runs_again
     stopper = asyncio.create_task(stop_on_first_delta())
     result = await asyncio.wait_for(thread.run(), 60)
     await stopper
-    assert result.reason == "stopped" and result.stopped_by == "a"
+    assert result.reason == "stopped" and result.stopped_by == "caller"
     assert (await thread.get_messages()).total == 0  # the half-streamed answer is not stored
     assert model.streams_closed == model.streams_opened == 1  # the HTTP stream was closed
     assert thread.record.status == "stopped"

@@ -264,7 +264,7 @@ async def test_busy_thread_409_then_stop(api: Any) -> None:
     stop = await client.post(f"/threads/{tid}/stop", headers=ALICE)
     assert stop.status_code == 200 and stop.json()["running"] is True
     result = await asyncio.wait_for(runs.wait(tid), 10)
-    assert result.stopped_by == "a" and model.streams_closed == 1
+    assert result.stopped_by == "caller" and model.streams_closed == 1  # a stop from outside, not side a
     again = await client.post(f"/threads/{tid}/stop", headers=ALICE)
     assert again.json() == {"thread_id": tid, "running": False, "detail": "not running"}
     assert (await client.get(f"/threads/{tid}/messages", headers=ALICE)).json()["total"] == 0  # nothing half-written

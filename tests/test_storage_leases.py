@@ -246,3 +246,27 @@ async def test_two_clients_appending_get_distinct_contiguous_seqs(storage_factor
     assert all(
         by_content[f"{n}{i}+"] == by_content[f"{n}{i}"] + 1 for n in "ab" for i in range(15)
     )  # a step's messages stay together
+
+
+async def test_lease_of_a_dead_process_on_this_host_is_taken_at_once(storage: Storage, fake_clock: FakeClock) -> None:
+    import os
+    import subprocess
+
+    from orchestrator.storage.owners import process_owner
+
+    thread = await new_thread(storage)
+    child = subprocess.Popen(["true"])
+    child.wait()  # gone, and reaped
+    here = process_owner().split(":")[0]
+    dead = await storage.acquire_lease(thread.id, f"{here}:{child.pid}:0badc0de/exec1", ttl=30)
+    taken = await storage.acquire_lease(thread.id, process_owner(), ttl=30)  # no TTL wait
+    assert taken.token == dead.token + 1
+    with pytest.raises(StaleLeaseError):  # the dead owner's writes are fenced off
+        await storage.renew_lease(dead, ttl=30)
+
+    # an owner that may be alive keeps its lease until the TTL: this very process, another host, an unknown format
+    for owner in (f"{here}:{os.getpid()}:0badc0de", f"otherhost~1:{child.pid}:0badc0de", "A"):
+        other = await new_thread(storage)
+        await storage.acquire_lease(other.id, owner, ttl=30)
+        with pytest.raises(ThreadBusyError):
+            await storage.acquire_lease(other.id, process_owner(), ttl=30)

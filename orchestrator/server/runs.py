@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
@@ -42,14 +43,15 @@ class Runs:
         forced = self._forced.pop(thread.id, None)
         if forced is not None:
             thread.force_turn(forced)
-        task = asyncio.get_running_loop().create_task(self._run(thread, text), name=f"execution:{thread.id}")
+        execution = thread.run() if text is None else thread.send(text)  # announced now: a stop from here on is kept
+        task = asyncio.get_running_loop().create_task(self._run(thread, execution), name=f"execution:{thread.id}")
         self._tasks[thread.id] = task
         task.add_done_callback(lambda t, tid=thread.id: self._forget(tid, t))
         return task
 
-    async def _run(self, thread: Thread, text: str | None) -> ExecutionResult:
+    async def _run(self, thread: Thread, execution: Coroutine[Any, Any, ExecutionResult]) -> ExecutionResult:
         try:
-            return await (thread.run() if text is None else thread.send(text))
+            return await execution
         except ExecutionFailed:
             raise  # the executor already published execution_failed
         except ThreadBusyError as exc:  # another process holds the lease
@@ -86,15 +88,12 @@ class Runs:
         return False
 
     def stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
-        if thread.execution is None:
-            return False
-        thread.stop(reason)
-        return True
+        """Stop the execution, or the one being started (kept until it holds the lease)."""
+        return thread.stop(reason)
 
     async def shutdown(self) -> None:
         """Stop every execution we started and wait for them to store their end."""
-        for execution in list(self._runtime._running.values()):
-            execution.stop("server shutting down")
+        self._runtime.stop_all("server shutting down")
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -3,6 +3,10 @@
 Each frame is one event as JSON (`thread_id`, `seq`, `type`, `data`, `at`).
 A client that reconnects with the last `seq` it saw gets what it missed, then
 the live stream, each event once (the bus guarantees it; see `events.py`).
+A client that falls more than `events.SUBSCRIBER_QUEUE` events behind (it
+stopped reading) is closed with code 1013 and the reason
+`fell behind: reconnect with after=N`, so a stalled client cannot grow the
+server's memory; reconnecting with that `after` loses nothing.
 Auth and ownership are checked before the handshake is accepted, so a
 stranger's token gets the same HTTP 404 as on the REST routes.
 """
@@ -14,6 +18,7 @@ import contextlib
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from ..events import SubscriberLagging
 from ..runtime import Thread
 from .auth import WS_PROTOCOL
 from .errors import ApiError, error_response
@@ -21,6 +26,7 @@ from .guard import origin_allowed
 from .routes import ServerState, find_thread
 
 router = APIRouter()
+LAGGING_CLOSE_CODE = 1013  # "try again later": the client fell behind; reconnect with ?after=<last seq seen>
 
 
 @router.websocket("/threads/{thread_id}/events")
@@ -68,8 +74,11 @@ def _after(raw: str) -> int:
 
 
 async def _pump(websocket: WebSocket, thread: Thread, after: int) -> None:
-    async for event in thread.events(after=after):
-        await websocket.send_text(event.model_dump_json())
+    try:
+        async for event in thread.events(after=after):
+            await websocket.send_text(event.model_dump_json())
+    except SubscriberLagging as exc:  # a stalled client: its backlog is not kept; it reconnects and misses nothing
+        await websocket.close(code=LAGGING_CLOSE_CODE, reason=f"fell behind: reconnect with after={exc.after}")
 
 
 async def _drain(websocket: WebSocket) -> None:

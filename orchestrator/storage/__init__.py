@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import (
+    DuplicateEventError,
     Lease,
     NotFoundError,
     SchemaVersionError,
@@ -14,6 +15,7 @@ from .base import (
 )
 
 __all__ = [
+    "DuplicateEventError",
     "Lease",
     "NotFoundError",
     "SchemaVersionError",

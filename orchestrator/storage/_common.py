@@ -13,6 +13,7 @@ from typing import Any
 
 from ..messages import Event, Message, ThreadRecord
 from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
+from .owners import owner_gone
 
 THREAD_COLUMNS = (
     "id", "agent_id", "user_id", "arguments", "parent_id", "depth",
@@ -168,8 +169,9 @@ def decide_acquire(thread_id: str, row: LeaseRow | None, owner: str, ttl: float,
     """The lease `owner` gets, given the current row; the caller stores it.
 
     The same owner re-taking its live lease keeps the token (it never changed
-    hands); any other hand-over (first take, after expiry or release) bumps it,
-    which fences off every write made under an older token.
+    hands); any other hand-over (first take, after expiry or release, or from
+    an owner known to be dead, see `owners.py`) bumps it, which fences off
+    every write made under an older token.
     """
     expires_at = now + ttl
     if row is None:
@@ -177,6 +179,8 @@ def decide_acquire(thread_id: str, row: LeaseRow | None, owner: str, ttl: float,
     if row.live(now):
         if row.owner == owner:
             return Lease(thread_id, owner, row.token, expires_at)
+        if row.owner is not None and owner_gone(row.owner):  # crashed on this host: no need to wait out the TTL
+            return Lease(thread_id, owner, row.token + 1, expires_at)
         raise ThreadBusyError(
             f"thread {thread_id!r} is busy: leased by {row.owner!r} until {row.expires_at:.3f} "
             f"(expires in {row.expires_at - now:.1f}s)"

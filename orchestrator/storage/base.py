@@ -44,6 +44,11 @@ class ThreadBusyError(StorageError):
     """Another execution holds the thread's lease."""
 
 
+class DuplicateEventError(StorageError):
+    """An event's seq is already in the thread's log (another process stored it):
+    the write that carried it was rolled back whole."""
+
+
 class StaleLeaseError(StorageError):
     """A write was fenced off: the lease moved to another owner."""
 

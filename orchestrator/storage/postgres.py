@@ -19,7 +19,7 @@ from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, Thread
 from ..results import AttachmentRef
 from . import _common as c
 from ._migrations import Migration, check_sequence, load_migrations, pending
-from .base import Lease, Scope, StepWrite, Storage, StorageError
+from .base import DuplicateEventError, Lease, Scope, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
     import asyncpg
@@ -412,7 +412,7 @@ async def _insert_events(conn: Any, events: list[Event]) -> None:
                 e.thread_id, e.seq, e.type, c.dumps(e.model_dump(mode="json")["data"]), e.at,
             )  # fmt: skip
         except asyncpg.UniqueViolationError as exc:
-            raise StorageError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
+            raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
 
 
 async def _lease_row(conn: Any, thread_id: str, lock: Literal["FOR UPDATE", "FOR SHARE"]) -> c.LeaseRow | None:

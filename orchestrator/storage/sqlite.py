@@ -26,7 +26,7 @@ from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, Thread
 from ..results import AttachmentRef
 from . import _common as c
 from ._migrations import Migration, check_sequence, load_migrations, pending, split_statements
-from .base import Lease, Scope, StepWrite, Storage, StorageError
+from .base import DuplicateEventError, Lease, Scope, StepWrite, Storage, StorageError
 
 T = TypeVar("T")
 
@@ -419,7 +419,7 @@ def _insert_events(conn: sqlite3.Connection, events: list[Event]) -> None:
                 (e.thread_id, e.seq, e.type, c.dumps(e.model_dump(mode="json")["data"]), e.at),
             )
         except sqlite3.IntegrityError as exc:
-            raise StorageError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
+            raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
 
 
 def _events_after(conn: sqlite3.Connection, thread_id: str, after: int, limit: int | None) -> list[Event]:

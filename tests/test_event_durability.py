@@ -1,0 +1,120 @@
+"""The event log has no gaps: a durable event whose write failed stays pending
+until a later write stores it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.env import Redactor
+from orchestrator.events import EPHEMERAL_EVENTS, EventBus
+from orchestrator.messages import ThreadRecord
+from orchestrator.storage import StepWrite, StorageError
+from orchestrator.storage.sqlite import SQLiteStorage
+from providers.scripted import ScriptedCall, ScriptedResponse
+
+from support import Q, definitions
+
+R = ScriptedResponse
+C = ScriptedCall
+
+
+class _FailOnce:
+    """Wraps a storage write method: the first call matching `when` fails."""
+
+    def __init__(self, write: Any, when: Any = lambda *a: True) -> None:
+        self._write = write
+        self._when = when
+        self.failed = 0
+
+    async def __call__(self, *args: Any) -> Any:
+        if not self.failed and self._when(*args):
+            self.failed += 1
+            raise StorageError("disk I/O error (injected)")
+        return await self._write(*args)
+
+
+async def test_bus_write_failure_keeps_events_until_stored(tmp_path: Path) -> None:
+    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, Redactor([]))
+        await bus.attach(thread.id, new=True)
+        storage.append_events = _FailOnce(storage.append_events)  # type: ignore[method-assign]
+        bus.publish(thread.id, "first", {"n": 1})
+        await asyncio.sleep(0.01)  # the background write runs and fails
+        assert storage.append_events.failed == 1 and await storage.events_after(thread.id, 0) == []
+        bus.publish(thread.id, "second", {"n": 2})
+        await bus.flush(thread.id)
+        assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "first"), (2, "second")]
+
+
+def _defs() -> Any:
+    async def note(state: Any, args: Q) -> dict:
+        state.emit("noted", {"q": args.q})
+        return {"status": "success", "result": "noted"}
+
+    prompts = {"pa": define_prompt(prompt="side a", tool_description="a", tools=("note",))}
+    agents = {"chat": define_agent(type="ai_human", side_a=Side("pa", max_steps=5))}
+    return definitions(tools={"note": define_tool(description="n", args=Q, execute=note)}, prompts=prompts, agents=agents)
+
+
+async def test_execution_event_log_has_no_gap_after_a_failed_write(make_runtime: Any) -> None:
+    script = [R(tool_calls=[C("note", {"q": "1"})]), R(tool_calls=[C("note", {"q": "2"})]), R(text="done")]
+    rt, _ = await make_runtime(_defs(), script)
+    thread = await rt.create_thread("chat")
+    live: list[Any] = []
+
+    async def watch() -> None:
+        async for event in thread.events():
+            live.append(event)
+            if event.type == "execution_stopped":
+                return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    events_only = lambda write: not write.new_messages and write.thread is None and bool(write.events)  # noqa: E731
+    failing = _FailOnce(rt.storage.commit, events_only)
+    rt.storage.commit = failing  # type: ignore[method-assign]
+    result = await thread.send("go")
+    await asyncio.wait_for(watcher, 30)
+    assert result.output == "done" and failing.failed == 1  # a bus write of events did fail
+    durable = [e.seq for e in live if e.type not in EPHEMERAL_EVENTS]
+    stored = [e.seq for e in await rt.storage.events_after(thread.id, 0)]
+    assert stored == durable  # every durable event that went out live is in the log
+    assert [e.data["q"] for e in await rt.storage.events_after(thread.id, 0) if e.type == "noted"] == ["1", "2"]
+
+
+async def test_failed_step_commit_hands_its_events_back(make_runtime: Any) -> None:
+    rt, _ = await make_runtime(_defs(), [R(text="hello")])
+    thread = await rt.create_thread("chat")
+    with_message = lambda write: bool(write.new_messages)  # noqa: E731
+    failing = _FailOnce(rt.storage.commit, with_message)
+    rt.storage.commit = failing  # type: ignore[method-assign]
+    try:
+        await thread.send("go")
+    except StorageError:
+        pass
+    assert failing.failed == 1
+    await rt.services.bus.flush(thread.id)
+    types = [e.type for e in await rt.storage.events_after(thread.id, 0)]
+    assert types[:2] == ["thread_created", "execution_started"]  # taken by the failed commit, stored after all
+
+
+async def test_events_another_process_already_stored_are_not_written_again(tmp_path: Path) -> None:
+    from orchestrator.messages import Event
+
+    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, Redactor([]))
+        await bus.attach(thread.id, new=True)
+        await storage.append_events([Event(thread_id=thread.id, seq=1, type="theirs", at=1.0)])  # another publisher's
+        bus.publish(thread.id, "mine", {"n": 1}, defer=True)
+        bus.publish(thread.id, "mine", {"n": 2}, defer=True)
+        with pytest.raises(StorageError):
+            await bus.flush(thread.id)  # seq 1 is taken: the batch is rolled back whole
+        await bus.flush(thread.id)  # seq 2 was kept and goes now; seq 1 is not retried for ever
+        assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "theirs"), (2, "mine")]

@@ -1,0 +1,106 @@
+"""The lease heartbeat: a failed renewal is retried; a lost lease aborts the
+execution at once (no further model request, running tools cancelled, nothing
+more written), and the thread stays `running` for whoever takes it next."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.storage import StorageError
+from orchestrator.storage.base import StaleLeaseError
+from providers.scripted import ScriptedCall, ScriptedResponse
+
+from support import Q, definitions
+
+R = ScriptedResponse
+C = ScriptedCall
+
+
+def _defs(tool: Any) -> Any:
+    prompts = {"pa": define_prompt(prompt="side a", tool_description="a", tools=("work",))}
+    agents = {"chat": define_agent(type="ai_human", side_a=Side("pa"))}
+    return definitions(tools={"work": define_tool(description="w", args=Q, execute=tool)}, prompts=prompts, agents=agents)
+
+
+class _Clock:
+    """The heartbeat's clock: each interval or retry wait lasts until the test ticks."""
+
+    def __init__(self) -> None:
+        self._ticks: asyncio.Queue[None] = asyncio.Queue()
+
+    async def sleep(self, _: float) -> None:
+        await self._ticks.get()
+
+    def tick(self, n: int = 1) -> None:
+        for _ in range(n):
+            self._ticks.put_nowait(None)
+
+
+class _Renewals:
+    """Stands in for storage.renew_lease: fails as told, else renews for real."""
+
+    def __init__(self, storage: Any, failures: list[BaseException | None]) -> None:
+        self._renew = storage.renew_lease
+        self.failures = failures
+        self.calls = 0
+        self.succeeded = asyncio.Event()
+
+    async def __call__(self, lease: Any, ttl: float) -> Any:
+        self.calls += 1
+        failure = self.failures.pop(0) if self.failures else None
+        if failure is not None:
+            raise failure
+        renewed = await self._renew(lease, ttl)
+        self.succeeded.set()
+        return renewed
+
+
+async def test_failed_renewals_are_retried_and_the_execution_goes_on(make_runtime: Any) -> None:
+    clock = _Clock()
+    renewals: list[_Renewals] = []
+
+    async def work(state: Any, args: Q) -> dict:
+        clock.tick(3)  # the interval, then a wait after each failure
+        await renewals[0].succeeded.wait()
+        return {"status": "success", "result": "worked"}
+
+    rt, model = await make_runtime(_defs(work), [R(tool_calls=[C("work", {})]), R(text="done")])
+    rt.services.sleep = clock.sleep
+    renewals.append(_Renewals(rt.storage, [StorageError("database is locked"), OSError("connection reset")]))
+    rt.storage.renew_lease = renewals[0]  # type: ignore[method-assign]
+    thread = await rt.create_thread("chat")
+    result = await asyncio.wait_for(thread.send("go"), 30)
+    assert result.output == "done" and len(model.requests) == 2
+    assert renewals[0].calls == 3  # two failures, then a renewal that held
+
+
+@pytest.mark.parametrize("failures", [[StaleLeaseError("taken over")], [StorageError("database is gone")] * 100], ids=["refused", "keeps-failing"])
+async def test_lost_lease_aborts_the_execution_at_once(make_runtime: Any, failures: list[BaseException]) -> None:
+    clock = _Clock()
+    cancelled = asyncio.Event()
+
+    async def work(state: Any, args: Q) -> dict:
+        clock.tick(10)  # more than the interval and every retry wait
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {}
+
+    rt, model = await make_runtime(_defs(work), [R(tool_calls=[C("work", {})]), R(text="never")])
+    rt.services.sleep = clock.sleep
+    renewals = _Renewals(rt.storage, list(failures))
+    rt.storage.renew_lease = renewals  # type: ignore[method-assign]
+    thread = await rt.create_thread("chat")
+    with pytest.raises(StaleLeaseError, match="lease lost"):
+        await asyncio.wait_for(thread.send("go"), 30)
+    assert cancelled.is_set() and len(model.requests) == 1
+    assert renewals.calls == (1 if len(failures) == 1 else 4)  # refused: no retry; failing: retried, then given up
+    record = await rt.storage.get_thread(thread.id)
+    assert record.status == "running"  # not settled by the lost execution: the next owner resumes it
+    assert not any(e.type == "execution_stopped" for e in await rt.storage.events_after(thread.id, 0))
