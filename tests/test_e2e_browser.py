@@ -19,7 +19,6 @@ import pytest
 from pydantic import BaseModel
 
 from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
-
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
 from orchestrator.server.scripted import DEMO_SCRIPT, scripted_model
@@ -169,7 +168,9 @@ async def _draw(state: Any, args: _NoArgs) -> ToolResult:
     return ToolResult.ok(f"drew it ({weather.result})", attachments=attachments)
 
 
-_PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 @pytest.fixture
