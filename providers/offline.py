@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,7 +124,7 @@ def describe_answerer(model: str) -> str | None:
     try:
         if model == "test":
             return None
-        if model.endswith((".yaml", ".yml", ".json")):
+        if model.endswith(OFFLINE_SUFFIXES):
             load_script(model)
             return None
         module, sep, name = model.rpartition(":")
@@ -152,7 +154,7 @@ def _resolve(model: str) -> Answerer:
         from .test_model import TestModel
 
         return TestModel()
-    if model.endswith((".yaml", ".yml", ".json")):
+    if model.endswith(OFFLINE_SUFFIXES):
         return load_script(model).answer
     module, sep, name = model.rpartition(":")
     if not sep or not module or not name:
@@ -172,9 +174,15 @@ def _import_function(module: str, name: str) -> Callable[[dict[str, Any]], Any]:
             loaded = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(loaded)
         else:
+            if os.getcwd() not in sys.path:  # as `python -m`: modules next to where the command runs
+                sys.path.insert(0, os.getcwd())
             loaded = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"offline model '{module}:{name}': cannot import {module}: {exc}") from None
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the module itself failed (syntax, import, its own code)
+        raise ValueError(
+            f"offline model '{module}:{name}': cannot import {module}: {type(exc).__name__}: {exc}"
+        ) from None
     function = getattr(loaded, name, None)
     if not callable(function):
         raise ValueError(f"offline model '{module}:{name}': {module} has no function {name!r}")

@@ -127,7 +127,7 @@ def test_check_with_config_passes_on_the_examples() -> None:
 
 
 def test_unknown_agent_is_one_line() -> None:
-    code, out = _run("run", "nope", "--model", "test")
+    code, out = _run("run", "nope", "--model", "test", "--db", ":memory:")
     assert code == 1 and "unknown agent 'nope'" in out and "Traceback" not in out
 
 

@@ -8,16 +8,24 @@ every time. Skipped only when Debian's chromium is not installed
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
 from orchestrator.server.scripted import DEMO_SCRIPT, scripted_model
 from orchestrator.server.testing import LiveServer
+from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.sqlite import SQLiteStorage
+from providers.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -139,3 +147,72 @@ def test_the_order_after_a_reload_is_the_live_order(server: LiveServer, page: ob
     expect(first.locator("summary")).to_contain_text("thread_created")
     first.locator("summary").click()
     expect(first.locator("pre")).to_contain_text('"agent": "support_demo"')
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+class _City(BaseModel):
+    city: str = "Oslo"
+
+
+async def _forecast(state: Any, args: _City) -> ToolResult:
+    return ToolResult.ok(f"sunny in {args.city}")
+
+
+async def _draw(state: Any, args: _NoArgs) -> ToolResult:
+    weather = await state.invoke_tool("forecast", {"city": "Bergen"})
+    files = [("chart.png", "image/png", _PNG), ("notes.txt", "text/plain", b"remember the umbrella")]
+    attachments = [ToolAttachment(name=n, mime_type=m, data=base64.b64encode(d).decode()) for n, m, d in files]
+    return ToolResult.ok(f"drew it ({weather.result})", attachments=attachments)
+
+
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@pytest.fixture
+def studio(tmp_path: Path) -> Iterator[LiveServer]:
+    """An ai_human agent on the offline `test` model, whose one tool invokes another and returns files."""
+    from support import definitions
+
+    defs = definitions(
+        tools={
+            "draw": define_tool(description="Draw", args=_NoArgs, execute=_draw, uses=("forecast",)),
+            "forecast": define_tool(description="Forecast", args=_City, execute=_forecast),
+        },
+        prompts={"artist": define_prompt(prompt="You draw.", tools=("draw",), tool_description="draw")},
+        agents={"studio": define_agent(type="ai_human", side_a=Side("artist"))},
+    )
+    runtime = Runtime(defs, config=config_from_dict({}), storage=SQLiteStorage(str(tmp_path / "studio.db")),
+                      settings=RuntimeSettings(model="test"))  # fmt: skip
+    app = create_app(runtime, tokens={"e2e-token": "e2e-user"}, own_runtime=True)
+    with LiveServer(app) as live:
+        yield live
+
+
+def test_invoked_calls_nest_and_attachments_show(studio: LiveServer, page: object) -> None:
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    p.goto(studio.url + "/")
+    p.fill("#token", "e2e-token")
+    p.dispatch_event("#token", "change")
+    p.wait_for_selector("#agent option[value=studio]", state="attached")
+    p.select_option("#agent", "studio")
+    p.click("#new-thread")
+    expect(p.locator("#connection")).to_have_text("live")
+    p.fill("#message-input", "Draw me the weather")
+    p.press("#message-input", "Enter")
+    draw = p.locator(".tool-call[data-name=draw]")
+    for attempt in ("live", "after a reload"):
+        nested = draw.locator(".nested-calls .tool-call[data-name=forecast]")
+        expect(nested.locator(".state")).to_have_text("✓ done")
+        expect(nested.locator(".result")).to_have_text("sunny in Bergen")
+        expect(draw.locator(".files img")).to_have_attribute("src", re.compile(r"^blob:"))
+        expect(draw.locator(".files a.file")).to_have_text("notes.txt (text/plain, 21 bytes)")
+        expect(p.locator("#usage")).to_contain_text("2 requests")
+        if attempt == "live":
+            p.reload()

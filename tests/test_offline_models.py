@@ -8,6 +8,7 @@ parses the answer.
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,23 @@ def test_cli_runs_a_script_file_as_the_model(tmp_path: Path, monkeypatch: pytest
     )
     assert result.exit_code == 0, result.output
     assert "Scripted hello." in result.output
+
+
+def test_cli_runs_a_function_from_a_module_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ROOT / "agents", tmp_path / "agents")
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    (tmp_path / "fake_model.py").write_text("def answer(body):\n    return {'text': 'from a function'}\n")
+    (tmp_path / "broken_model.py").write_text("raise RuntimeError('no luck')\n")
+    result = CliRunner().invoke(
+        main, ["run", "support_chat", "--model", "fake_model:answer", "-m", "Hi", "--db", ":memory:"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "from a function" in result.output
+    result = CliRunner().invoke(
+        main, ["run", "support_chat", "--model", "broken_model:answer", "-m", "Hi", "--db", ":memory:"]
+    )
+    assert result.exit_code == 1
+    assert "cannot import broken_model: RuntimeError: no luck" in result.output and "Traceback" not in result.output
