@@ -187,7 +187,8 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
     click.echo("")
     for check in outcome.checks:
         click.echo(f"{'✓' if check.passed else '✗'} {check.label}: {check.reason}")
-    problems = ([outcome.error] if outcome.error else []) + compare(meta.get("transcript", []), got)
+    new_error = outcome.error if outcome.error and outcome.error != meta.get("error") else None  # a recorded error recurs
+    problems = ([new_error] if new_error else []) + compare(meta.get("transcript", []), got)
     if problems:
         click.echo("\n".join(problems), err=True)
         click.echo(f"{cassette}: the replay differs from the recording", err=True)

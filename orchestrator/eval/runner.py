@@ -174,7 +174,7 @@ class Evaluator:
             eval={"suite": str(self.suite.path), "scenario": scenario.id, "run": outcome.index,
                   "models": dict(self.suite.defaults.models)},
             agent=self.suite.agent, arguments=scenario.arguments, transcript=transcript(messages),
-            checks=[c.model_dump() for c in outcome.checks], passed=outcome.passed,
+            checks=[c.model_dump() for c in outcome.checks], passed=outcome.passed, error=outcome.error,
         )  # fmt: skip
         Path(recorder.path).parent.mkdir(parents=True, exist_ok=True)
         recorder.save()

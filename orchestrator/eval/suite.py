@@ -238,14 +238,14 @@ def _check_references(suite: Suite, marks: Marks) -> None:
     for i, scenario in enumerate(suite.scenarios):
         for name, relative in scenario.state.files.items():
             if not suite.resolve(relative).is_file():
-                where = where(("scenarios", i, "state", "files", name), marks, suite.path)
-                problems.append(f"{where}: scenarios.{i}.state.files.{name}: no file {relative!r}")
+                place = where(("scenarios", i, "state", "files", name), marks, suite.path)
+                problems.append(f"{place}: scenarios.{i}.state.files.{name}: no file {relative!r}")
         for j, check in enumerate(scenario.checks):
             if isinstance(check, PredicateCheck):
                 problem = _predicate_problem(suite, check.predicate)
                 if problem:
-                    where = where(("scenarios", i, "checks", j, "predicate"), marks, suite.path)
-                    problems.append(f"{where}: scenarios.{i}.checks.{j}.predicate: {problem}")
+                    place = where(("scenarios", i, "checks", j, "predicate"), marks, suite.path)
+                    problems.append(f"{place}: scenarios.{i}.checks.{j}.predicate: {problem}")
     if problems:
         raise SuiteError("invalid eval suite:\n  " + "\n  ".join(problems))
 
