@@ -200,5 +200,5 @@ async def check_predicate(thread: Thread, predicate: Predicate, keys: Sequence[s
     else:
         passed, reason = bool(verdict), ""
     shown = json.dumps(values, ensure_ascii=False, sort_keys=True, default=str)
-    return CheckResult("predicate", passed, f"{label} {'held' if passed else 'failed'}{': ' + reason if reason else ''} "
-                       f"(values {shown})")
+    said = f"{label} {'held' if passed else 'failed'}{': ' + reason if reason else ''}"
+    return CheckResult("predicate", passed, f"{said} (values {shown})")

@@ -14,9 +14,21 @@ import respx
 from click.testing import CliRunner
 
 from orchestrator.cli import main
-from orchestrator.eval import Evaluator, ScriptedSource, assert_suite, build_report, load_suite
+from orchestrator.eval import (
+    Evaluator,
+    ScriptedSource,
+    assert_suite,
+    build_report,
+    load_suite,
+)
 from orchestrator.eval.report import markdown
-from orchestrator.eval.sources import Call, LiveSource, ReplaySource, ScenarioScript, Turn
+from orchestrator.eval.sources import (
+    Call,
+    LiveSource,
+    ReplaySource,
+    ScenarioScript,
+    Turn,
+)
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,13 @@ import pytest
 
 from orchestrator.eval.compare import compare, compare_markdown
 from orchestrator.eval.grading import CheckOutcome
-from orchestrator.eval.report import build_report, junit_xml, load_report, markdown, write_json
+from orchestrator.eval.report import (
+    build_report,
+    junit_xml,
+    load_report,
+    markdown,
+    write_json,
+)
 from orchestrator.eval.runner import EvalRun, RunOutcome
 from orchestrator.eval.scoring import pass_hat_k, score
 

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.eval.sources import ScriptError, load_script
-from orchestrator.eval.suite import JudgeCheck, NoToolCallCheck, PredicateCheck, SuiteError, TextCheck, ToolCallsCheck, load_suite
+from orchestrator.eval.suite import (
+    JudgeCheck,
+    NoToolCallCheck,
+    PredicateCheck,
+    SuiteError,
+    TextCheck,
+    ToolCallsCheck,
+    load_suite,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,7 +28,10 @@ _HOMES = {
     "assert_suite": "testing", "run_suite": "testing",
 }  # fmt: skip
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "EvalRun", "Evaluator", "LiveSource", "ReplaySource", "Report", "RunOutcome", "Score", "ScriptedSource", "Suite",
+    "SuiteError", "assert_suite", "build_report", "load_script", "load_suite", "pass_hat_k", "run_suite", "score",
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -61,7 +61,7 @@ def run_command(suite_path: Path, only: tuple[str, ...], k: int | None, concurre
     if live and scripted:
         raise click.UsageError("--live and --scripted are exclusive")
     try:
-        suite = _with_overrides(load_suite(suite_path), k, concurrency)
+        suite = load_suite(suite_path).with_runs(k, concurrency)
         source = _source(suite, live, scripted, cassettes)
         evaluator = Evaluator(suite, source, storage=db, cassettes=cassettes)
     except (SuiteError, ValueError) as exc:
@@ -80,18 +80,6 @@ def run_command(suite_path: Path, only: tuple[str, ...], k: int | None, concurre
     (out / f"{suite.name}.junit.xml").write_text(junit_xml(report), encoding="utf-8")
     click.echo(f"reports: {out / (suite.name + '.json')}, {out / (suite.name + '.junit.xml')}", err=True)
     _exit_code(report, fail_under)
-
-
-def _with_overrides(suite: Suite, k: int | None, concurrency: int | None) -> Suite:
-    update: dict[str, Any] = {}
-    if k is not None:
-        update["k"] = k
-    if concurrency is not None:
-        update["concurrency"] = concurrency
-    if not update:
-        return suite
-    scenarios = [s.model_copy(update={"k": None}) for s in suite.scenarios] if k is not None else suite.scenarios
-    return suite.model_copy(update={"defaults": suite.defaults.model_copy(update=update), "scenarios": scenarios})
 
 
 def _source(suite: Suite, live: bool, scripted: Path | None, cassettes: Path | None) -> ModelSource:
@@ -129,10 +117,17 @@ class _Progress:
 
     def __init__(self, total: int) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
-        self._progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                                  TimeElapsedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+        columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                   TimeElapsedColumn())  # fmt: skip
+        self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
         self._task = self._progress.add_task("", total=total)
         self._passed = self._done = self._tokens = 0
         self._cost = 0.0
@@ -187,7 +182,8 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
     click.echo("")
     for check in outcome.checks:
         click.echo(f"{'✓' if check.passed else '✗'} {check.label}: {check.reason}")
-    new_error = outcome.error if outcome.error and outcome.error != meta.get("error") else None  # a recorded error recurs
+    # an error the recording also ended with is reproduced, not a difference
+    new_error = outcome.error if outcome.error and outcome.error != meta.get("error") else None
     problems = ([new_error] if new_error else []) + compare(meta.get("transcript", []), got)
     if problems:
         click.echo("\n".join(problems), err=True)

@@ -54,7 +54,8 @@ def _cell(score: ScenarioScore | None) -> str:
 def compare_markdown(a: Report, b: Report, names: tuple[str, str] = ("A", "B")) -> str:
     changes = compare(a, b)
     lines = [f"## Eval compare: {names[0]} → {names[1]}", "",
-             f"| scenario | {names[0]} | {names[1]} | change | newly failing | newly passing |", "|---|---|---|---|---|---|"]
+             f"| scenario | {names[0]} | {names[1]} | change | newly failing | newly passing |",
+             "|---|---|---|---|---|---|"]
     for ch in changes:
         marker = {"better": "▲ better", "worse": "▼ worse"}.get(ch.verdict, ch.verdict)
         lines.append(f"| {ch.scenario} | {_cell(ch.before)} | {_cell(ch.after)} | {marker} | "

@@ -60,10 +60,10 @@ def markdown(report: Report) -> str:
         rows.append([x.id, str(x.runs), f"{x.passed}/{x.runs}", *hats, failing, str(x.input_tokens + x.output_tokens),
                      f"${x.cost:.4f}", f"{x.seconds:.1f}s", f"{x.mean_steps:.1f}", f"{x.mean_turns:.1f}"])  # fmt: skip
     overall = [_pct(s.pass_hat[k]) if k in s.pass_hat else "" for k in ks]
-    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "", str(s.input_tokens + s.output_tokens),
-                 f"${s.cost:.4f}", f"{s.seconds:.1f}s", "", ""])  # fmt: skip
-    lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}"
-             + (f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""), ""]  # fmt: skip
+    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "",
+                 str(s.input_tokens + s.output_tokens), f"${s.cost:.4f}", f"{s.seconds:.1f}s", "", ""])  # fmt: skip
+    models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
+    lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**" if s.k else "**no runs**"]
@@ -103,4 +103,5 @@ def junit_xml(report: Report) -> str:
 
 
 def write_json(report: Report, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    Path(path).write_text(text + "\n", encoding="utf-8")

@@ -113,7 +113,7 @@ class Evaluator:
                 results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
         return EvalRun(
             suite=str(self.suite.path), agent=self.suite.agent, source=self.source.label,
-            models=dict(self.suite.defaults.models), k={s.id: self.suite.k_for(s) for s in scenarios},
+            models={str(side): alias for side, alias in self.suite.defaults.models.items()}, k={s.id: self.suite.k_for(s) for s in scenarios},
             runs=[r for r in results if r is not None], skipped=len(skipped), stopped_on_budget=bool(skipped),
             seconds=round(self._clock() - started, 3),
         )
@@ -152,7 +152,8 @@ class Evaluator:
             checks=checks, error=error, thread_id=thread.id, cassette=str(path),
             reason=result.reason if result else None, stopped_by=result.stopped_by if result else None,
             steps=result.step_count if result else 0, turns=record.execution.turn_count if record.execution else 0,
-            input_tokens=usage.input_tokens + spent.input_tokens, output_tokens=usage.output_tokens + spent.output_tokens,
+            input_tokens=usage.input_tokens + spent.input_tokens,
+            output_tokens=usage.output_tokens + spent.output_tokens,
             cost=round(usage.cost + spent.cost, 6), seconds=round(self._clock() - started, 3),
         )
         if recorder is not None:

@@ -23,7 +23,9 @@ __all__ = ["ScenarioScore", "Score", "pass_hat_k", "score"]
 def pass_hat_k(runs: int, passed: int, k: int) -> float:
     """C(passed, k) / C(runs, k): the chance that k runs drawn from these all passed."""
     if not 0 <= passed <= runs or not 1 <= k <= runs:
-        raise ValueError(f"pass^k needs 0 <= passed <= runs and 1 <= k <= runs; got runs={runs}, passed={passed}, k={k}")
+        raise ValueError(
+            f"pass^k needs 0 <= passed <= runs and 1 <= k <= runs; got runs={runs}, passed={passed}, k={k}"
+        )
     return comb(passed, k) / comb(runs, k)
 
 

@@ -22,7 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from providers.cassette import Replayer, load_cassette
 from providers.config import SCRIPTED_BASE_URL
-from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
+from providers.scripted import (
+    ScriptedCall,
+    ScriptedFault,
+    ScriptedModel,
+    ScriptedResponse,
+)
 
 from .yamlfile import describe_errors, read_yaml
 
@@ -100,7 +105,9 @@ class ReplaySource:
     def model_for(self, scenario: str, index: int, voices: Voices) -> RunModel:
         path = self.file or cassette_path(self.directory, scenario, index)
         if not path.is_file():
-            raise ScriptError(f"no cassette {path} for run {index} of {scenario!r}: record it with --scripted or --live")
+            raise ScriptError(
+                f"no cassette {path} for run {index} of {scenario!r}: record it with --scripted or --live"
+            )
         return RunModel(replayer=Replayer(load_cassette(path)))
 
 

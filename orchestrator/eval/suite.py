@@ -13,7 +13,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .yamlfile import Marks, describe_errors, read_yaml, where
 
@@ -192,6 +199,17 @@ class Suite(_Strict):
 
     def cassette_dir(self) -> Path:
         return self.resolve(self.cassettes or f"cassettes/evals/{self.name}")
+
+    def with_runs(self, k: int | None = None, concurrency: int | None = None) -> Suite:
+        """This suite with `k` runs for every scenario and/or another concurrency (command-line overrides)."""
+        update: dict[str, Any] = {}
+        scenarios = self.scenarios
+        if k is not None:
+            update["k"] = k
+            scenarios = [s.model_copy(update={"k": None}) for s in self.scenarios]
+        if concurrency is not None:
+            update["concurrency"] = concurrency
+        return self.model_copy(update={"defaults": self.defaults.model_copy(update=update), "scenarios": scenarios})
 
     def k_for(self, scenario: Scenario) -> int:
         return scenario.k or self.defaults.k

@@ -23,16 +23,14 @@ __all__ = ["assert_suite", "run_suite"]
 async def run_suite(path: str | Path, *, source: ModelSource | None = None, storage: str = ":memory:",
                     k: int | None = None, only: Sequence[str] = ()) -> Report:  # fmt: skip
     """Run a suite (default: replaying its cassettes) and score it."""
-    suite = load_suite(path)
-    if k is not None:
-        scenarios = [s.model_copy(update={"k": None}) for s in suite.scenarios]
-        suite = suite.model_copy(update={"defaults": suite.defaults.model_copy(update={"k": k}), "scenarios": scenarios})
+    suite = load_suite(path).with_runs(k)
     evaluator = Evaluator(suite, source or ReplaySource(suite.cassette_dir()), storage=storage)
     return build_report(await evaluator.run(only))
 
 
 async def assert_suite(path: str | Path, *, threshold: float, source: ModelSource | None = None,
-                       storage: str = ":memory:", k: int | None = None, only: Sequence[str] = ()) -> Report:  # fmt: skip
+                       storage: str = ":memory:", k: int | None = None,
+                       only: Sequence[str] = ()) -> Report:  # fmt: skip
     """Run a suite; raise AssertionError (with the Markdown report) if its pass^k is below `threshold`."""
     report = await run_suite(path, source=source, storage=storage, k=k, only=only)
     s = report.score

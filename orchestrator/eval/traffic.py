@@ -87,7 +87,9 @@ def routing() -> Iterator[None]:
     finally:
         _installed -= 1
         if _installed == 0 and _originals is not None:
-            httpx.AsyncHTTPTransport.handle_async_request, httpx.HTTPTransport.handle_request = _originals  # type: ignore[method-assign]
+            async_original, sync_original = _originals
+            httpx.AsyncHTTPTransport.handle_async_request = async_original  # type: ignore[method-assign]
+            httpx.HTTPTransport.handle_request = sync_original  # type: ignore[method-assign]
             _originals = None
 
 
