@@ -71,8 +71,8 @@ def run_command(suite_path: Path, only: tuple[str, ...], k: int | None, concurre
         evaluator.on_run = progress.advance
         try:
             result = asyncio.run(evaluator.run(only))
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+        except Exception as exc:  # a setup problem (storage, a missing cassette): one line, not a traceback
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     report = build_report(result)
     _show(markdown(report))
     out.mkdir(parents=True, exist_ok=True)
