@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,11 @@ async def test_live_runs_are_recorded_without_the_api_key(tmp_path: Path, monkey
     assert run.passed, run
     assert sent == [f"Bearer {secret}"] * 2  # the key was sent...
     assert secret not in Path(run.cassette).read_text()  # ...and never recorded
+
+    monkeypatch.delenv("OPENAI_API_KEY")  # a replay needs no key
+    replayed = await Evaluator(suite, ReplaySource(suite.cassette_dir()), storage=":memory:").run()
+    assert replayed.runs[0].passed and replayed.runs[0].error is None
+    assert "OPENAI_API_KEY" not in os.environ
 
 
 def test_the_example_suite_runs_offline_from_its_cassettes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,10 +14,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import mimetypes
+import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from unittest import mock
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +39,8 @@ from .suite import JudgeCheck, Scenario, Suite
 from .traffic import RunTraffic, routing, traffic_of
 
 __all__ = ["EvalRun", "Evaluator", "RunOutcome"]
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a key the config reads from the environment
 
 
 class RunOutcome(BaseModel):
@@ -109,7 +115,7 @@ class Evaluator:
                 return outcome
 
         async with self.runtime:
-            with routing():
+            with routing(), self._stand_in_keys():
                 results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
         return EvalRun(
             suite=str(self.suite.path), agent=self.suite.agent, source=self.source.label,
@@ -122,7 +128,7 @@ class Evaluator:
         """One run on its own (e.g. a replay), with the transcript it produced."""
         scenario = self.suite.scenario(scenario_id)
         async with self.runtime:
-            with routing():
+            with routing(), self._stand_in_keys():
                 outcome = await self.run_one(scenario, index)
             thread = await self.runtime.get_thread(outcome.thread_id or "")
             messages = (await thread.get_messages(include_silent=True)).messages
@@ -159,6 +165,14 @@ class Evaluator:
         if recorder is not None:
             await self._save(recorder, thread, scenario, outcome)
         return outcome
+
+    def _stand_in_keys(self) -> AbstractContextManager[object]:
+        """Replaying needs no key: the config's `${VAR}` keys missing here get stand-ins, which only
+        ever reach the cassette's router (recordings hold no keys, and a replay never goes out)."""
+        if self.source.records:
+            return nullcontext()
+        names = {m for p in self.suite.config for m in _ENV_REF.findall(self.suite.resolve(p).read_text("utf-8"))}
+        return mock.patch.dict(os.environ, {n: f"stand-in-for-{n}" for n in sorted(names) if n not in os.environ})
 
     async def _seed(self, thread: Thread, scenario: Scenario) -> None:
         for key, value in scenario.state.values.items():
