@@ -23,13 +23,7 @@ from orchestrator.eval import (
     load_suite,
 )
 from orchestrator.eval.report import markdown
-from orchestrator.eval.sources import (
-    Call,
-    LiveSource,
-    ReplaySource,
-    ScenarioScript,
-    Turn,
-)
+from orchestrator.eval.sources import Call, LiveSource, ReplaySource, RunModel, ScenarioScript, Turn
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -306,3 +300,41 @@ def test_compare_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert "| order_ships | - | 3/3 (pass^3 100%) | added |" in out.output
     bad = CliRunner().invoke(main, ["eval", "compare", str(ROOT / "pyproject.toml"), str(tmp_path / "b" / "support_demo.json")])
     assert bad.exit_code == 1 and "not an eval report" in bad.output
+
+
+class _Hanging:
+    """A source whose model stops sending mid-answer and never finishes."""
+
+    records = False
+    label = "hanging"
+
+    def __init__(self, runs: int) -> None:
+        self.all_waiting = asyncio.Event()
+
+        def answer(body: dict[str, Any]) -> ScriptedResponse:
+            if len(self.model.requests) == runs:
+                self.all_waiting.set()
+            return ScriptedResponse(text="Hello there, how", hang_after=2)
+
+        self.model = ScriptedModel(answer)
+
+    def model_for(self, scenario: str, index: int, voices: Any) -> RunModel:
+        router = respx.Router(assert_all_called=False, assert_all_mocked=True)
+        self.model.mount(router, "http://scripted.invalid/v1")
+        return RunModel(router=router)
+
+
+async def test_cancelling_an_eval_stops_its_runs_and_unpatches_httpx(tmp_path: Path) -> None:
+    import httpx
+
+    original = httpx.AsyncHTTPTransport.handle_async_request
+    suite = load_suite(_suite(tmp_path, BUDGET, "k: 2\n  concurrency: 4"))
+    source = _Hanging(runs=4)
+    task = asyncio.create_task(Evaluator(suite, source, storage=":memory:").run())
+    await asyncio.wait_for(source.all_waiting.wait(), 30)  # all four runs are waiting on their model
+    assert httpx.AsyncHTTPTransport.handle_async_request is not original  # routed while running
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert source.model.streams_closed == source.model.streams_opened == 4
+    assert httpx.AsyncHTTPTransport.handle_async_request is original
