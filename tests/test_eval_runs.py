@@ -23,7 +23,14 @@ from orchestrator.eval import (
     load_suite,
 )
 from orchestrator.eval.report import markdown
-from orchestrator.eval.sources import Call, LiveSource, ReplaySource, RunModel, ScenarioScript, Turn
+from orchestrator.eval.sources import (
+    Call,
+    LiveSource,
+    ReplaySource,
+    RunModel,
+    ScenarioScript,
+    Turn,
+)
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
