@@ -74,6 +74,17 @@ def test_problems_name_the_file_line_and_field(tmp_path: Path, change: tuple[str
     assert f"{where}: " in str(caught.value) and message in str(caught.value), str(caught.value)
 
 
+def test_a_check_entry_names_exactly_one_known_kind(tmp_path: Path) -> None:
+    unknown = GOOD.replace("      - no_tool_call: end_chat", "      - no_tool_kall: end_chat")
+    with pytest.raises(SuiteError) as caught:
+        load_suite(_write(tmp_path, unknown))
+    assert "line 9: scenarios.0.checks.1: Input tag 'unknown check no_tool_kall'" in str(caught.value)
+    assert "'values', 'predicate', 'tool_calls', 'no_tool_call', 'end_reason', 'text', 'judge'" in str(caught.value)
+    two = GOOD.replace("      - no_tool_call: end_chat", "      - {no_tool_call: end_chat, values: {a: 1}}")
+    with pytest.raises(SuiteError, match="line 9: scenarios.0.checks.1: Input tag 'one check per entry, found values, no_tool_call'"):
+        load_suite(_write(tmp_path, two))
+
+
 def test_duplicate_ids_bad_yaml_and_missing_files(tmp_path: Path) -> None:
     twice = GOOD + GOOD[GOOD.index("  - id: one"):]
     with pytest.raises(SuiteError, match="scenario id 'one' is used twice"):

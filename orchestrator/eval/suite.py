@@ -29,9 +29,18 @@ __all__ = [
     "CallSpec",
     "Check",
     "Defaults",
+    "EndReasonCheck",
+    "InitialState",
+    "JudgeCheck",
+    "NoToolCallCheck",
+    "PredicateCheck",
     "Scenario",
     "Suite",
     "SuiteError",
+    "TextCheck",
+    "ToolCallsCheck",
+    "ValuesCheck",
+    "load_predicate",
     "load_suite",
 ]
 
@@ -228,7 +237,9 @@ def _with_kind(item: Any) -> Any:
     present = [key for key in _KIND_KEYS if key in item]
     if len(present) == 1:
         return {**item, "kind": present[0]} if present[0] != "text" else _text_check(item)
-    return item  # the discriminator error below names the keys that are allowed
+    # a tag no check has: pydantic's error then quotes it and lists the kinds there are
+    found = f"one check per entry, found {', '.join(present)}" if present else f"unknown check {', '.join(map(str, item))}"
+    return {**item, "kind": found}
 
 
 def _text_check(item: dict[str, Any]) -> dict[str, Any]:
