@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from math import isclose
 
@@ -79,6 +80,14 @@ def test_markdown_json_and_junit_reports(tmp_path) -> None:
     failed = [c for c in root.iter("testcase") if c.find("failure") is not None]
     assert [c.get("name") for c in failed] == ["bad[run 2]"]
     assert "replay: orchestrator eval replay c/bad/run-2.json" in failed[0].find("failure").text
+
+
+def test_a_pipe_in_a_check_label_does_not_split_the_table() -> None:
+    result = _eval({"one": [False]})
+    result.runs[0].checks[0].label = "text (a): matches /(can't|cannot)/"
+    row = next(line for line in markdown(build_report(result)).splitlines() if line.startswith("| one |"))
+    assert "matches /(can't\\|cannot)/ ×1" in row
+    assert len(re.split(r"(?<!\\)\|", row)) == 12  # ten cells between the outer pipes
 
 
 def test_load_report_names_the_file_when_it_is_not_a_report(tmp_path) -> None:

@@ -46,6 +46,11 @@ def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
+def _escape(cell: str) -> str:
+    """A table cell's own pipes (a regex check's label) must not split it."""
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(report: Report) -> str:
     s, run = report.score, report.eval
     ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
@@ -65,7 +70,7 @@ def markdown(report: Report) -> str:
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
     lines += ["", f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**" if s.k else "**no runs**"]
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
