@@ -119,7 +119,8 @@ class Evaluator:
                 results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
         return EvalRun(
             suite=str(self.suite.path), agent=self.suite.agent, source=self.source.label,
-            models={str(side): alias for side, alias in self.suite.defaults.models.items()}, k={s.id: self.suite.k_for(s) for s in scenarios},
+            models={str(side): alias for side, alias in self.suite.defaults.models.items()},
+            k={s.id: self.suite.k_for(s) for s in scenarios},
             runs=[r for r in results if r is not None], skipped=len(skipped), stopped_on_budget=bool(skipped),
             seconds=round(self._clock() - started, 3),
         )
