@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from ..executor import ExecutionResult
     from ..runtime import Thread
 
-__all__ = ["CheckOutcome", "JUDGE_FORMAT", "Spent", "grade", "judge_system", "label", "parse_verdict", "render_transcript"]
+__all__ = [
+    "CheckOutcome", "JUDGE_FORMAT", "Spent", "grade", "judge_system", "label", "parse_verdict", "render_transcript",
+]  # fmt: skip
 
 JUDGE_FORMAT = (
     '\n\nReply with only a JSON object: {"verdict": "pass" or "fail", "reason": "one sentence"}.'

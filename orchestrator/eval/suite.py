@@ -238,8 +238,9 @@ def _with_kind(item: Any) -> Any:
     if len(present) == 1:
         return {**item, "kind": present[0]} if present[0] != "text" else _text_check(item)
     # a tag no check has: pydantic's error then quotes it and lists the kinds there are
-    found = f"one check per entry, found {', '.join(present)}" if present else f"unknown check {', '.join(map(str, item))}"
-    return {**item, "kind": found}
+    if present:
+        return {**item, "kind": f"one check per entry, found {', '.join(present)}"}
+    return {**item, "kind": f"unknown check {', '.join(map(str, item))}"}
 
 
 def _text_check(item: dict[str, Any]) -> dict[str, Any]:
