@@ -9,7 +9,8 @@ error, and an eval scores with the same functions, so the two never disagree.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,11 @@ __all__ = [
     "calls_made",
     "check_end_reason",
     "check_no_tool_call",
+    "check_predicate",
+    "check_text",
     "check_tool_calls",
     "check_values",
+    "texts_of",
     "is_subset",
 ]
 
@@ -141,3 +145,60 @@ def check_end_reason(result: ExecutionResult, reason: str, *, by: str | None = N
         want = reason + (f" by side {by}" if by else "")
         return CheckResult("end_reason", False, f"expected the execution to end with {want}; it ended with {got}")
     return CheckResult("end_reason", True, f"ended with {got}")
+
+
+async def texts_of(thread: Thread, side: str | None = None) -> list[str]:
+    """What the thread's models wrote (top level), in order; only side `side`'s when given."""
+    messages = (await thread.get_messages(include_silent=True)).messages
+    return [
+        m.content for m in messages
+        if m.role == "assistant" and not m.depth and m.content and (side is None or m.side == side)
+    ]
+
+
+def check_text(texts: Sequence[str], *, contains: str | None = None, regex: str | None = None,
+               absent: bool = False) -> CheckResult:  # fmt: skip
+    """Some text contains `contains` / matches `regex` (case-insensitive); with `absent`, none does.
+
+    For wording a check cannot read from state (a promise made, a word never said); prefer state checks."""
+    if (contains is None) == (regex is None):
+        raise ValueError("check_text: give exactly one of contains= or regex=")
+    what = f"contains {contains!r}" if contains is not None else f"matches /{regex}/"
+    pattern = re.compile(re.escape(contains) if contains is not None else str(regex), re.IGNORECASE)
+    hits = [t for t in texts if pattern.search(t)]
+    if absent:
+        if hits:
+            return CheckResult("text", False, f"no text may be one that {what}; found: {_clip(hits[0])}")
+        return CheckResult("text", True, f"no text {what}")
+    if not hits:
+        last = _clip(texts[-1]) if texts else "no text at all"
+        return CheckResult("text", False, f"expected a text that {what}; the last one: {last}")
+    return CheckResult("text", True, f"a text {what}: {_clip(hits[0])}")
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+Predicate = Callable[[Mapping[str, Any]], "bool | str | tuple[bool, str]"]
+"""Takes the KV values by key; returns pass/fail, a failure reason (str: failed), or (passed, reason)."""
+
+
+async def check_predicate(thread: Thread, predicate: Predicate, keys: Sequence[str], *, name: str = "") -> CheckResult:
+    """A function of the final KV values decides (for rules a subset cannot say, e.g. 'total below 50')."""
+    label = name or getattr(predicate, "__name__", "predicate")
+    values = {key: await thread.state.get_value(key) for key in keys}
+    try:
+        verdict = predicate(values)
+    except Exception as exc:  # noqa: BLE001 - the suite's own code failing is that check's result
+        return CheckResult("predicate", False, f"{label} raised {type(exc).__name__}: {exc}")
+    if isinstance(verdict, tuple):
+        passed, reason = bool(verdict[0]), str(verdict[1])
+    elif isinstance(verdict, str):
+        passed, reason = False, verdict
+    else:
+        passed, reason = bool(verdict), ""
+    shown = json.dumps(values, ensure_ascii=False, sort_keys=True, default=str)
+    said = f"{label} {'held' if passed else 'failed'}{': ' + reason if reason else ''}"
+    return CheckResult("predicate", passed, f"{said} (values {shown})")

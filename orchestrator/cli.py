@@ -438,5 +438,15 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _register_eval() -> None:
+    """`orchestrator eval` (orchestrator/eval/cli.py): suites of simulated users, pass^k."""
+    from .eval.cli import eval_group
+
+    main.add_command(eval_group)
+
+
+_register_eval()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -302,6 +302,15 @@ class Recorder(AbstractAsyncContextManager["Recorder"], AbstractContextManager["
         self._originals = None
         self.cassette.save(self.path, secrets=self._secrets)
 
+    def capture(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        """Record one exchange a caller routed itself, without `start()` (e.g. an eval whose
+        concurrent runs each keep their own cassette); returns the response to hand on."""
+        return self._capture(request, response)
+
+    def save(self) -> None:
+        """Write the cassette, secrets removed (what `stop()` does after `start()`)."""
+        self.cassette.save(self.path, secrets=self._secrets)
+
     def _capture(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
         self._secrets |= _header_secrets(request.headers)
         url = _clean_url(request.url, self._secrets)

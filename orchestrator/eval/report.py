@@ -1,0 +1,112 @@
+"""An eval's results for people (Markdown), machines (JSON) and CI (JUnit XML).
+
+The JSON holds every run (checks with reasons, thread ids, cassettes) and the
+score, so `orchestrator eval compare` and other tools need nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .runner import EvalRun, RunOutcome
+from .scoring import Score, score
+
+__all__ = ["Report", "build_report", "junit_xml", "load_report", "markdown", "replay_command", "write_json"]
+
+
+class Report(BaseModel):
+    version: int = 1
+    eval: EvalRun
+    score: Score
+
+
+def build_report(result: EvalRun) -> Report:
+    return Report(eval=result, score=score(result))
+
+
+def load_report(path: str | Path) -> Report:
+    try:
+        return Report.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the report: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not an eval report (JSON from `orchestrator eval --json`): {exc}") from None
+
+
+def replay_command(run: RunOutcome) -> str:
+    return f"orchestrator eval replay {shlex.quote(run.cassette or '?')}"
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def _escape(cell: str) -> str:
+    """A table cell's own pipes (a regex check's label) must not split it."""
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    s, run = report.score, report.eval
+    ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
+    head = ["scenario", "runs", "passed", *[f"pass^{k}" for k in ks], "failing checks", "tokens", "cost", "time",
+            "steps", "turns"]  # fmt: skip
+    rows = []
+    for x in s.scenarios:
+        failing = "; ".join(f"{label} ×{n}" for label, n in sorted(x.check_failures.items())) or "-"
+        if x.errors:
+            failing = f"errors ×{x.errors}; {failing}" if failing != "-" else f"errors ×{x.errors}"
+        hats = [_pct(x.pass_hat[k]) if k in x.pass_hat else "" for k in ks]
+        rows.append([x.id, str(x.runs), f"{x.passed}/{x.runs}", *hats, failing, str(x.input_tokens + x.output_tokens),
+                     f"${x.cost:.4f}", f"{x.seconds:.1f}s", f"{x.mean_steps:.1f}", f"{x.mean_turns:.1f}"])  # fmt: skip
+    overall = [_pct(s.pass_hat[k]) if k in s.pass_hat else "" for k in ks]
+    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "",
+                 str(s.input_tokens + s.output_tokens), f"${s.cost:.4f}", f"{s.seconds:.1f}s", "", ""])  # fmt: skip
+    models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
+    lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
+    lines += ["", f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**" if s.k else "**no runs**"]
+    if s.stopped_on_budget:
+        lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
+    failed = [r for r in run.runs if not r.passed]
+    if failed:
+        lines += ["", "### Failed runs", ""]
+    for r in sorted(failed, key=lambda r: (r.scenario, r.index)):
+        lines.append(f"- `{r.scenario}` run {r.index} (thread `{r.thread_id}`, ended {r.reason or 'with an error'}):")
+        if r.error:
+            lines.append(f"  - error: {r.error}")
+        lines += [f"  - ✗ {c.label}: {c.reason}" for c in r.checks if not c.passed]
+        lines.append(f"  - replay offline: `{replay_command(r)}`")
+    return "\n".join(lines) + "\n"
+
+
+def junit_xml(report: Report) -> str:
+    """One testcase per run (name `scenario[run i]`), failed checks as its failure message."""
+    runs = report.eval.runs
+    suite = ET.Element("testsuite", name=f"eval:{report.eval.suite}", tests=str(len(runs) + report.eval.skipped),
+                       failures=str(sum(not r.passed for r in runs)), skipped=str(report.eval.skipped),
+                       time=f"{report.eval.seconds:.3f}")  # fmt: skip
+    for r in sorted(runs, key=lambda r: (r.scenario, r.index)):
+        case = ET.SubElement(suite, "testcase", classname=f"eval.{report.eval.agent}.{r.scenario}",
+                             name=f"{r.scenario}[run {r.index}]", time=f"{r.seconds:.3f}")  # fmt: skip
+        if not r.passed:
+            failed = [f"{c.label}: {c.reason}" for c in r.checks if not c.passed]
+            message = r.error or failed[0]
+            failure = ET.SubElement(case, "failure", message=message[:500], type="EvalCheckFailed")
+            failure.text = "\n".join([*([r.error] if r.error else []), *failed, f"replay: {replay_command(r)}"])
+    if report.eval.stopped_on_budget:
+        case = ET.SubElement(suite, "testcase", classname=f"eval.{report.eval.agent}", name="budget")
+        ET.SubElement(case, "skipped", message=f"{report.eval.skipped} run(s) not started: budget spent")
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_json(report: Report, path: str | Path) -> None:
+    text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    Path(path).write_text(text + "\n", encoding="utf-8")

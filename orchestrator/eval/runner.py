@@ -1,0 +1,242 @@
+"""Running a suite: every scenario k times, a bounded number at once, within a budget.
+
+Each run is a real thread in the configured storage (the page can open it),
+seeded with the scenario's KV values and files, run to its end, graded, and,
+unless it is itself a replay, recorded to its own cassette with the metadata
+`orchestrator eval replay` needs to run it again offline.
+
+Runs are started run-index first (every scenario's run 1, then every run 2...)
+so a budget stop leaves every scenario with runs rather than some with none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import mimetypes
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from unittest import mock
+
+from pydantic import BaseModel, Field
+
+from providers.cassette import Recorder
+
+from ..definitions import AgentDefinition, Side
+from ..loader import Definitions
+from ..results import AttachmentRef
+from ..runtime import Runtime, Thread
+from ..session import transcript
+from ..views import render_prompt
+from .grading import CheckOutcome, Spent, grade, judge_system
+from .sources import ModelSource, cassette_path
+from .suite import JudgeCheck, Scenario, Suite
+from .traffic import RunTraffic, routing, traffic_of
+
+__all__ = ["EvalRun", "Evaluator", "RunOutcome"]
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a key the config reads from the environment
+
+
+class RunOutcome(BaseModel):
+    scenario: str
+    index: int  # 1..k
+    passed: bool
+    checks: list[CheckOutcome] = Field(default_factory=list)
+    error: str | None = None
+    thread_id: str | None = None
+    cassette: str | None = None
+    reason: str | None = None  # how the execution ended
+    stopped_by: str | None = None
+    steps: int = 0
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    seconds: float = 0.0
+
+
+class EvalRun(BaseModel):
+    suite: str
+    agent: str
+    source: str
+    models: dict[str, str]
+    k: dict[str, int]  # runs asked for, per scenario
+    runs: list[RunOutcome]
+    skipped: int = 0  # runs not started because the budget was spent
+    stopped_on_budget: bool = False
+    seconds: float = 0.0
+
+
+class Evaluator:
+    """Runs one suite with one model source."""
+
+    def __init__(self, suite: Suite, source: ModelSource, *, storage: str | None = None,
+                 cassettes: Path | None = None, on_run: Callable[[RunOutcome], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+        self.suite = suite
+        self.source = source
+        self.cassettes = cassettes or suite.cassette_dir()
+        self.on_run = on_run
+        self._clock = clock
+        self.runtime = Runtime.from_path(suite.resolve(suite.definitions),
+                                         config=[suite.resolve(p) for p in suite.config], storage=storage)  # fmt: skip
+        self.runtime.definitions = _adjusted(self.runtime.definitions, suite)
+        self.tokens = 0
+        self.cost = 0.0
+
+    async def run(self, only: Sequence[str] = ()) -> EvalRun:
+        scenarios = [s for s in self.suite.scenarios if not only or s.id in only]
+        unknown = set(only) - {s.id for s in scenarios}
+        if unknown:
+            self.suite.scenario(sorted(unknown)[0])  # raises, naming the known ids
+        plan = [(s, i) for i in range(1, max(self.suite.k_for(s) for s in scenarios) + 1)
+                for s in scenarios if i <= self.suite.k_for(s)]  # fmt: skip
+        gate = asyncio.Semaphore(self.suite.defaults.concurrency)
+        budget = self.suite.defaults.budget
+        skipped: list[tuple[str, int]] = []
+        started = self._clock()
+
+        async def guarded(scenario: Scenario, index: int) -> RunOutcome | None:
+            async with gate:
+                if budget is not None and budget.exceeded(self.tokens, self.cost):
+                    skipped.append((scenario.id, index))
+                    return None
+                outcome = await self.run_one(scenario, index)
+                self.tokens += outcome.input_tokens + outcome.output_tokens
+                self.cost += outcome.cost
+                if self.on_run is not None:
+                    self.on_run(outcome)
+                return outcome
+
+        async with self.runtime:
+            with routing(), self._stand_in_keys():
+                results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
+        return EvalRun(
+            suite=str(self.suite.path), agent=self.suite.agent, source=self.source.label,
+            models={str(side): alias for side, alias in self.suite.defaults.models.items()},
+            k={s.id: self.suite.k_for(s) for s in scenarios},
+            runs=[r for r in results if r is not None], skipped=len(skipped), stopped_on_budget=bool(skipped),
+            seconds=round(self._clock() - started, 3),
+        )
+
+    async def run_single(self, scenario_id: str, index: int) -> tuple[RunOutcome, list[dict[str, object]]]:
+        """One run on its own (e.g. a replay), with the transcript it produced."""
+        scenario = self.suite.scenario(scenario_id)
+        async with self.runtime:
+            with routing(), self._stand_in_keys():
+                outcome = await self.run_one(scenario, index)
+            thread = await self.runtime.get_thread(outcome.thread_id or "")
+            messages = (await thread.get_messages(include_silent=True)).messages
+        return outcome, transcript(messages)
+
+    async def run_one(self, scenario: Scenario, index: int) -> RunOutcome:
+        """One run of one scenario; never raises for what the agent or its models did."""
+        started = self._clock()
+        model = self.source.model_for(scenario.id, index, self._voices(scenario))
+        path = cassette_path(self.cassettes, scenario.id, index)
+        recorder = Recorder(path) if self.source.records else None
+        spent = Spent()
+        with traffic_of(RunTraffic(model.router, recorder)):
+            thread = await self.runtime.create_thread(self.suite.agent, scenario.arguments)
+            await self._seed(thread, scenario)
+            result, error = None, None
+            try:
+                result = await thread.run()
+            except Exception as exc:  # noqa: BLE001 - a failed run is an outcome
+                error = f"{type(exc).__name__}: {exc}"
+            checks = await grade(self.suite, scenario, thread, result, error, spent, self.runtime.services.client)
+        error = model.problem() or error  # after grading: a judge's request is part of the recording
+        record = (await self.runtime.get_thread(thread.id)).record
+        usage = record.usage
+        outcome = RunOutcome(
+            scenario=scenario.id, index=index, passed=error is None and all(c.passed for c in checks),
+            checks=checks, error=error, thread_id=thread.id, cassette=str(path),
+            reason=result.reason if result else None, stopped_by=result.stopped_by if result else None,
+            steps=result.step_count if result else 0, turns=record.execution.turn_count if record.execution else 0,
+            input_tokens=usage.input_tokens + spent.input_tokens,
+            output_tokens=usage.output_tokens + spent.output_tokens,
+            cost=round(usage.cost + spent.cost, 6), seconds=round(self._clock() - started, 3),
+        )
+        if recorder is not None:
+            await self._save(recorder, thread, scenario, outcome)
+        return outcome
+
+    def _stand_in_keys(self) -> AbstractContextManager[object]:
+        """Replaying needs no key: the config's `${VAR}` keys missing here get stand-ins, which only
+        ever reach the cassette's router (recordings hold no keys, and a replay never goes out)."""
+        if self.source.records:
+            return nullcontext()
+        names = {m for p in self.suite.config for m in _ENV_REF.findall(self.suite.resolve(p).read_text("utf-8"))}
+        return mock.patch.dict(os.environ, {n: f"stand-in-for-{n}" for n in sorted(names) if n not in os.environ})
+
+    async def _seed(self, thread: Thread, scenario: Scenario) -> None:
+        for key, value in scenario.state.values.items():
+            await thread.state.set_value(key, value)
+        for name, relative in scenario.state.files.items():
+            data = self.suite.resolve(relative).read_bytes()
+            mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            ref = AttachmentRef(id=f"file_{uuid.uuid4().hex[:16]}", name=name, mime_type=mime, size=len(data))
+            await self.runtime.storage.put_file(thread.id, ref, data)
+
+    async def _save(self, recorder: Recorder, thread: Thread, scenario: Scenario, outcome: RunOutcome) -> None:
+        messages = (await thread.get_messages(include_silent=True)).messages
+        recorder.cassette.metadata.update(
+            eval={"suite": str(self.suite.path), "scenario": scenario.id, "run": outcome.index,
+                  "models": dict(self.suite.defaults.models)},
+            agent=self.suite.agent, arguments=scenario.arguments, transcript=transcript(messages),
+            checks=[c.model_dump() for c in outcome.checks], passed=outcome.passed, error=outcome.error,
+        )  # fmt: skip
+        Path(recorder.path).parent.mkdir(parents=True, exist_ok=True)
+        recorder.save()
+
+    def _voices(self, scenario: Scenario) -> dict[str, str]:
+        """Each side's system message as this scenario renders it, and each judge's, -> who answers it."""
+        definitions = self.runtime.definitions
+        agent = definitions.agents[self.suite.agent]
+        voices: dict[str, str] = {}
+        for name, side in (("a", agent.side_a), ("b", agent.side_b)):
+            if side is not None:
+                prompt = definitions.prompts[side.prompt]
+                voices[render_prompt(prompt.prompt, {**prompt.variables, **scenario.arguments})] = name
+        for check in scenario.checks:
+            if isinstance(check, JudgeCheck):
+                voices[judge_system(check)] = "judge"
+        return voices
+
+
+def _adjusted(definitions: Definitions, suite: Suite) -> Definitions:
+    """The definitions with the suite's per-side models and max turns applied to its agent."""
+    agents = dict(definitions.agents)
+    prompts = dict(definitions.prompts)
+    agent = agents.get(suite.agent)
+    if agent is None:
+        known = ", ".join(sorted(agents)) or "none"
+        raise ValueError(f"{suite.path}: agent {suite.agent!r} is not defined in {suite.definitions} (known: {known})")
+    update: dict[str, object] = {}
+    if suite.defaults.max_turns is not None:
+        update["max_session_turns"] = suite.defaults.max_turns
+    for side_name, prompt_name in suite.defaults.prompts.items():
+        side = _side(agent, side_name, suite, "prompts")
+        if prompt_name not in prompts:
+            known = ", ".join(sorted(prompts))
+            raise ValueError(f"{suite.path}: defaults.prompts.{side_name}: no prompt {prompt_name!r} (known: {known})")
+        update[f"side_{side_name}"] = side.model_copy(update={"prompt": prompt_name})
+    agent = agent.model_copy(update=update)
+    agents[suite.agent] = agent
+    for side_name, alias in suite.defaults.models.items():
+        side = _side(agent, side_name, suite, "models")
+        prompts[side.prompt] = prompts[side.prompt].model_copy(update={"model": alias})
+    return dataclasses.replace(definitions, agents=agents, prompts=prompts)
+
+
+def _side(agent: AgentDefinition, name: str, suite: Suite, field: str) -> Side:
+    side = agent.side_a if name == "a" else agent.side_b
+    if side is None:
+        raise ValueError(f"{suite.path}: defaults.{field}.{name}: agent {suite.agent!r} has no side {name}")
+    return side
