@@ -24,9 +24,10 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
-from . import openai_wire
+from . import anthropic_wire, gemini_wire, openai_wire
 from .openai_wire import WIRE_TYPES, build_request, stream_chunks
 from .stream import (
+    FinishReason,
     ModelInfo,
     ProviderBlock,
     ProviderError,
@@ -71,6 +72,8 @@ def warm_up() -> None:
     """Everything a first model call would import, done now (see `Runtime.open`)."""
     _litellm()
     openai_wire.warm_up()
+    anthropic_wire.warm_up()
+    gemini_wire.warm_up()
 
 
 # -- errors ------------------------------------------------------------------
@@ -209,6 +212,7 @@ class _Tally:
     output_tokens: int = 0
     reported_cost: float | None = None
     seen_blocks: dict[str, int] = field(default_factory=dict)
+    normalized: FinishReason | None = None  # set by a native reader, which knows its provider's stop reasons
 
     def absorb(self, chunk: Any) -> list[StreamItem]:
         if getattr(chunk, "model", None):
@@ -325,7 +329,10 @@ class ModelClient:
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
         _litellm()  # configured before any part of it is imported
-        if provider.stream == "auto" and provider.type in WIRE_TYPES:
+        native = await _native_stream(provider, kwargs, tally)
+        if native is not None:
+            chunks, absorb = native
+        elif provider.stream == "auto" and provider.type in WIRE_TYPES:
             chunks, absorb = stream_chunks(build_request(kwargs)), tally.absorb_wire
         else:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
@@ -358,6 +365,7 @@ class ModelClient:
                 cost=_cost(model, info.model, tally.input_tokens, tally.output_tokens, tally.reported_cost),
             ),
             attempts=state.number,
+            finish=tally.normalized or "stop",
         )
 
     def _error(self, exc: BaseException, alias: str, failure: _Failure) -> ProviderError:
@@ -382,6 +390,38 @@ class ModelClient:
         return ProviderError(
             _scrub(message, secrets), provider=model.provider, status=failure.status, retryable=failure.retryable, kind=failure.kind
         )
+
+
+# -- native readers: Anthropic and Gemini (see anthropic_wire, gemini_wire) ---
+
+_NativeStream = tuple[AsyncIterator[dict[str, Any]], Callable[[dict[str, Any]], list[StreamItem]]]
+
+
+async def _native_stream(provider: ResolvedProvider, kwargs: dict[str, Any], tally: _Tally) -> _NativeStream | None:
+    """The runtime's own reader for `type: anthropic` and `type: gemini`, unless the provider says
+    `stream: litellm` or the request needs what only LiteLLM's stream does (see each module's `supports`).
+    The reader knows its provider's stop reasons and usage; the tally copies them after each event."""
+    reader: anthropic_wire.AnthropicReader | gemini_wire.GeminiReader
+    if provider.stream != "auto":
+        return None
+    if provider.type == "anthropic" and anthropic_wire.supports(kwargs):
+        request = anthropic_wire.build_request(kwargs)
+        reader, events = anthropic_wire.AnthropicReader(request.tool_names), anthropic_wire.stream_events(request)
+    elif provider.type == "gemini" and gemini_wire.supports(kwargs):
+        reader = gemini_wire.GeminiReader()
+        events = gemini_wire.stream_events(await gemini_wire.build_request(kwargs))
+    else:
+        return None
+
+    def absorb(event: dict[str, Any]) -> list[StreamItem]:
+        items = reader.feed(event)
+        tally.finish, tally.normalized = reader.finish_reason, reader.finish
+        tally.input_tokens, tally.output_tokens = reader.input_tokens, reader.output_tokens
+        if reader.model and not tally.served.endswith(reader.model):
+            tally.served = _qualify(tally.info, reader.model)
+        return items
+
+    return events, absorb
 
 
 def _final(failures: list[ProviderError]) -> ProviderError:
