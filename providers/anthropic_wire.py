@@ -141,7 +141,7 @@ async def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, An
             finished = finished or kind == "message_stop"
             yield event
         if not finished:
-            raise httpx.RemoteProtocolError("Anthropic stream ended before message_stop")
+            raise httpx.RemoteProtocolError("Anthropic stream ended before message_stop", request=response.request)
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
             raise await _mapped(request.model, exc) from None

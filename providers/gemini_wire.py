@@ -25,12 +25,13 @@ from typing import Any
 
 from httpx_sse import EventSource
 
-from .stream import FinishReason, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["GeminiReader", "GeminiRequest", "build_request", "stream_events", "supports", "warm_up"]
 
 _TRANSPORT_KEYS = ("api_key", "api_base", "api_version", "extra_headers", "timeout", "max_retries", "num_retries")
 _FILTERED = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE")
+_SIGNATURE_KEYS = frozenset({"thoughtSignature", "thought_signature"})
 _FINISH: dict[str, FinishReason] = {
     "STOP": "stop",
     "FINISH_REASON_UNSPECIFIED": "stop",
@@ -130,7 +131,7 @@ async def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]
             finished = finished or _ends(chunk)
             yield chunk
         if not finished:
-            raise httpx.RemoteProtocolError("Gemini stream ended before a finishReason")
+            raise httpx.RemoteProtocolError("Gemini stream ended before a finishReason", request=response.request)
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
             raise await _mapped(request.model, exc) from None
@@ -182,7 +183,8 @@ async def _mapped(model: str, exc: Exception) -> Exception:
 class GeminiReader:
     """One Gemini stream, one chunk at a time: `feed(chunk)` returns the items that chunk carries.
 
-    Function calls arrive whole (several may share a chunk) and become one `ToolCallDelta` each, numbered
+    Parts that are neither text, thought nor function call (code execution, inline data, kinds added later)
+    are kept verbatim as `ProviderBlock`s. Function calls arrive whole (several may share a chunk) and become one `ToolCallDelta` each, numbered
     0, 1, ... in stream order, with the part's `thoughtSignature` as the delta's `signature`. Gemini may send
     no call id: the reader makes one from the response id and the call's number, so replaying the same bytes
     gives the same id. Thought parts (`thought: true`) become `ReasoningDelta`; a signature on any other part
@@ -232,11 +234,13 @@ class GeminiReader:
                 items.append(self._call(call, signature))
             elif part.get("thought"):
                 items.append(ReasoningDelta(part.get("text") or "", signature=signature))
-            else:
+            elif "text" in part or set(part) <= _SIGNATURE_KEYS:
                 if part.get("text"):
                     items.append(TextDelta(part["text"]))
                 if signature:
                     items.append(ReasoningDelta("", signature=signature))
+            else:  # executableCode, codeExecutionResult, inlineData, part kinds added later: kept verbatim
+                items.append(ProviderBlock(dict(part)))
         return items
 
     def _call(self, call: dict[str, Any], signature: str | None) -> ToolCallDelta:
