@@ -18,6 +18,7 @@ event) and `AnthropicReader` turns each event into neutral stream items.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("anthropic/")
-    messages = params.pop("messages")
+    messages = copy.deepcopy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
     api_base = str(transport["api_base"] or litellm.api_base or get_secret("ANTHROPIC_API_BASE") or get_secret("ANTHROPIC_BASE_URL") or _DEFAULT_URL)

@@ -306,3 +306,11 @@ async def test_the_key_never_appears_in_an_error():
         with pytest.raises(ProviderError) as info:
             await run(client("auto"))
     assert info.value.kind == "auth" and KEY not in str(info.value)
+
+
+async def test_the_callers_messages_are_left_as_they_were():
+    messages = json.loads(json.dumps(MESSAGES))
+    with respx.mock() as router:
+        router.post(URL).mock(return_value=sse(fixture("text.sse")))
+        [i async for i in client("auto").stream("m", messages, tools=TOOLS)]
+    assert messages == MESSAGES
