@@ -5,7 +5,8 @@ event into an OpenAI chunk and back (about 1 ms of CPU per event), keeps only
 part of what the provider said (thinking signatures, the raw stop reason,
 unknown server blocks) and reports an `error` event as a 500 whatever its type.
 Everything provider-specific still comes from LiteLLM, exactly as on its own
-path: `get_optional_params` maps the parameters, `AnthropicConfig` builds the
+path: `get_optional_params` maps the parameters (remembered per model and parameters, see
+`litellm_params`), `AnthropicConfig` builds the
 headers (`validate_environment`) and the body (`transform_request`), the beta
 header filter and beta-gated body fields run as in its handler, the request
 goes out on LiteLLM's cached httpx client, and every failure goes through its
@@ -26,6 +27,7 @@ from typing import Any
 
 from httpx_sse import EventSource
 
+from .litellm_params import optional_params
 from .stream import (
     FinishReason,
     ProviderBlock,
@@ -79,7 +81,6 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     from litellm.litellm_core_utils.url_utils import ensure_api_route
     from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY, AnthropicConfig
     from litellm.secret_managers.main import get_secret, get_secret_bool
-    from litellm.utils import get_optional_params
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("anthropic/")
@@ -89,7 +90,7 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     api_base = str(transport["api_base"] or litellm.api_base or get_secret("ANTHROPIC_API_BASE") or get_secret("ANTHROPIC_BASE_URL") or _DEFAULT_URL)
     if not get_secret_bool("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX"):
         api_base = ensure_api_route(api_base, "v1/messages")
-    optional = get_optional_params(model=model, custom_llm_provider="anthropic", messages=messages, **params)
+    optional = optional_params(model, "anthropic", messages, params)
     optional.pop("stream", None)
     optional = {**optional, "is_vertex_request": False}
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="anthropic")

@@ -4,7 +4,7 @@ Why not `litellm.acompletion`: its wrapper costs about 1 ms of CPU per chunk and
 reports `finish_reason: "stop"` on every Gemini chunk, so a stream cut before
 its last chunk looks like a finished answer. Everything provider-specific still
 comes from LiteLLM, as on its own path: `get_optional_params` maps the
-parameters, `VertexLLM.get_token_and_url` makes the URL and auth header,
+parameters (see `litellm_params`), `VertexLLM.get_token_and_url` makes the URL and auth header,
 `VertexGeminiConfig.validate_environment` the headers and
 `async_transform_request_body` the body (system instruction, tools, thought
 signatures, context caching); the request goes out on LiteLLM's cached httpx
@@ -26,6 +26,7 @@ from typing import Any
 
 from httpx_sse import EventSource
 
+from .litellm_params import optional_params
 from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["GeminiReader", "GeminiRequest", "build_request", "stream_events", "supports", "warm_up"]
@@ -73,7 +74,6 @@ async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
     from litellm.llms.vertex_ai.gemini.transformation import async_transform_request_body
     from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexGeminiConfig, VertexLLM
     from litellm.secret_managers.main import get_secret
-    from litellm.utils import get_optional_params
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("gemini/")
@@ -81,7 +81,7 @@ async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     api_key = transport["api_key"] or get_api_key_from_env() or get_secret("PALM_API_KEY") or litellm.api_key
     api_base = transport["api_base"] or litellm.api_base or get_secret("GEMINI_API_BASE")
-    optional = get_optional_params(model=model, custom_llm_provider="gemini", messages=messages, **params)
+    optional = optional_params(model, "gemini", messages, params)
     optional.pop("stream", None)
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="gemini")
     extra_headers = transport["extra_headers"]

@@ -314,3 +314,22 @@ async def test_the_callers_messages_are_left_as_they_were():
         router.post(URL).mock(return_value=sse(fixture("text.sse")))
         [i async for i in client("auto").stream("m", messages, tools=TOOLS)]
     assert messages == MESSAGES
+
+
+async def test_a_remembered_parameter_mapping_builds_the_same_request_again():
+    sent = []
+    for mode in ("auto", "auto", "litellm"):
+        with respx.mock() as router:
+            route = router.post(URL).mock(return_value=sse(fixture("text.sse")))
+            await run(client(mode, params={"temperature": 0.3, "reasoning_effort": "low", "max_tokens": 4096}), extra={"tool_choice": "auto"})
+        sent.append(route.calls[0].request.content)
+    assert sent[0] == sent[1] == sent[2]
+
+
+async def test_an_unsupported_param_fails_every_time_before_any_request():
+    for mode in ("auto", "auto", "litellm"):
+        with respx.mock(assert_all_called=False) as router:
+            route = router.post(URL).mock(return_value=sse(fixture("text.sse")))
+            with pytest.raises(ProviderError, match="logit_bias") as info:
+                await run(client(mode, params={"logit_bias": {"1": 2}}))
+        assert not route.called and info.value.kind == "bad_request", mode
