@@ -45,10 +45,16 @@ def _client(wire: str, model: str, base: str, stream: str) -> Any:
     from providers.client import ModelClient
     from providers.config import config_from_dict
 
-    return ModelClient(config_from_dict({
-        "providers": {"p": {"type": wire, "api_key": "parse-key", "base_url": base, "stream": stream}},
-        "models": {"m": {"provider": "p", "model": model, "retry": {"attempts": 1}, "params": {"max_tokens": 100}}},
-    }))
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {"p": {"type": wire, "api_key": "parse-key", "base_url": base, "stream": stream}},
+                "models": {
+                    "m": {"provider": "p", "model": model, "retry": {"attempts": 1}, "params": {"max_tokens": 100}}
+                },
+            }
+        )
+    )
 
 
 async def _cpu(client: Any, route: Any, body: bytes) -> float:
@@ -79,12 +85,18 @@ async def measure(rounds: int) -> dict[tuple[str, str], tuple[float, float]]:
                     long = await _cpu(client, route, _body(wire, model, LONG))
                     per_chunk = (long - short) / (LONG - SHORT)
                     samples.setdefault((name, path), []).append((per_chunk, short - SHORT * per_chunk))
-    return {key: (statistics.median(s[0] for s in rows), statistics.median(s[1] for s in rows)) for key, rows in samples.items()}
+    return {
+        key: (statistics.median(s[0] for s in rows), statistics.median(s[1] for s in rows))
+        for key, rows in samples.items()
+    }
 
 
 def table(results: dict[tuple[str, str], tuple[float, float]]) -> str:
-    lines = ["| provider | stream path | CPU per chunk, us | CPU per request besides chunks, ms | x OpenAI wire reader (per chunk) |",
-             "|---|---|---:|---:|---:|"]
+    lines = [
+        "| provider | stream path | CPU per chunk, us | CPU per request besides chunks, ms "
+        "| x OpenAI wire reader (per chunk) |",
+        "|---|---|---:|---:|---:|",
+    ]
     base = results[("OpenAI", "wire reader")][0]
     for (name, path), (chunk, request) in results.items():
         lines.append(f"| {name} | {path} | {chunk * 1e6:.1f} | {request * 1e3:.2f} | x{chunk / base:.2f} |")

@@ -62,7 +62,9 @@ class AnthropicRequest:
     headers: dict[str, str]
     content: bytes  # the body, serialised as LiteLLM serialises it
     timeout: float | None
-    tool_names: dict[str, str] = field(default_factory=dict)  # name sent -> the caller's name (LiteLLM renames long ones)
+    tool_names: dict[str, str] = field(
+        default_factory=dict
+    )  # name sent -> the caller's name (LiteLLM renames long ones)
 
 
 def supports(kwargs: dict[str, Any]) -> bool:
@@ -87,7 +89,13 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     messages = copy.deepcopy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
-    api_base = str(transport["api_base"] or litellm.api_base or get_secret("ANTHROPIC_API_BASE") or get_secret("ANTHROPIC_BASE_URL") or _DEFAULT_URL)
+    api_base = str(
+        transport["api_base"]
+        or litellm.api_base
+        or get_secret("ANTHROPIC_API_BASE")
+        or get_secret("ANTHROPIC_BASE_URL")
+        or _DEFAULT_URL
+    )
     if not get_secret_bool("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX"):
         api_base = ensure_api_route(api_base, "v1/messages")
     optional = optional_params(model, "anthropic", messages, params)
@@ -96,16 +104,34 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="anthropic")
     config = AnthropicConfig()
     headers = config.validate_environment(
-        api_key=api_key, headers=dict(transport["extra_headers"] or {}), model=model, messages=messages,
-        optional_params=optional, litellm_params=litellm_params, api_base=api_base,
+        api_key=api_key,
+        headers=dict(transport["extra_headers"] or {}),
+        model=model,
+        messages=messages,
+        optional_params=optional,
+        litellm_params=litellm_params,
+        api_base=api_base,
     )
-    body = config.transform_request(model=model, messages=messages, optional_params=optional, litellm_params=litellm_params, headers=headers)
-    headers, body = update_request_with_filtered_beta(headers=headers, request_data=body, provider="anthropic", api_base=api_base)
-    body = dict(strip_beta_gated_request_body(body, headers, drop_params=litellm_params.get("drop_params"), model=model, provider="anthropic"))
+    body = config.transform_request(
+        model=model, messages=messages, optional_params=optional, litellm_params=litellm_params, headers=headers
+    )
+    headers, body = update_request_with_filtered_beta(
+        headers=headers, request_data=body, provider="anthropic", api_base=api_base
+    )
+    body = dict(
+        strip_beta_gated_request_body(
+            body, headers, drop_params=litellm_params.get("drop_params"), model=model, provider="anthropic"
+        )
+    )
     body["stream"] = True
     names = litellm_params.get(ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY) or {}
     return AnthropicRequest(
-        model=model, url=api_base, headers=dict(headers), content=json.dumps(body).encode(), timeout=transport["timeout"], tool_names=dict(names),
+        model=model,
+        url=api_base,
+        headers=dict(headers),
+        content=json.dumps(body).encode(),
+        timeout=transport["timeout"],
+        tool_names=dict(names),
     )
 
 
@@ -114,8 +140,16 @@ def warm_up() -> None:
     from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
     from litellm.llms.anthropic.common_utils import anthropic_error_frame_exception  # noqa: F401
 
-    build_request({"model": "anthropic/claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
-                   "stream": True, "api_key": "-", "api_base": "http://warm.invalid"})
+    build_request(
+        {
+            "model": "anthropic/claude-sonnet-4-5",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 1,
+            "stream": True,
+            "api_key": "-",
+            "api_base": "http://warm.invalid",
+        }
+    )
 
 
 async def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
@@ -132,7 +166,9 @@ async def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, An
     response = None
     finished = False
     try:
-        response = await client.post(request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True)
+        response = await client.post(
+            request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True
+        )
         async for sse in EventSource(response).aiter_sse():
             if not sse.data:
                 continue
@@ -241,7 +277,9 @@ class AnthropicReader:
             return
         if usage.get("input_tokens") is not None:
             self.input_tokens = (
-                usage["input_tokens"] + (usage.get("cache_creation_input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0)
+                usage["input_tokens"]
+                + (usage.get("cache_creation_input_tokens") or 0)
+                + (usage.get("cache_read_input_tokens") or 0)
             )
         if usage.get("output_tokens") is not None:
             self.output_tokens = usage["output_tokens"]

@@ -63,7 +63,9 @@ def supports(kwargs: dict[str, Any]) -> bool:
 
 def _has_cache_control(message: dict[str, Any]) -> bool:
     content = message.get("content")
-    return "cache_control" in message or (isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content))
+    return "cache_control" in message or (
+        isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
+    )
 
 
 async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
@@ -86,18 +88,43 @@ async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="gemini")
     extra_headers = transport["extra_headers"]
     auth, url = VertexLLM().get_token_and_url(
-        model=model, auth_header=None, gemini_api_key=api_key, vertex_project=None, vertex_location=None,
-        vertex_credentials=None, stream=True, custom_llm_provider="gemini", api_base=api_base,
+        model=model,
+        auth_header=None,
+        gemini_api_key=api_key,
+        vertex_project=None,
+        vertex_location=None,
+        vertex_credentials=None,
+        stream=True,
+        custom_llm_provider="gemini",
+        api_base=api_base,
     )
     headers = VertexGeminiConfig().validate_environment(
-        api_key=auth, headers=extra_headers, model=model, messages=messages, optional_params=optional, litellm_params=litellm_params,
+        api_key=auth,
+        headers=extra_headers,
+        model=model,
+        messages=messages,
+        optional_params=optional,
+        litellm_params=litellm_params,
     )
     body = await async_transform_request_body(
-        gemini_api_key=api_key, messages=messages, api_base=api_base, model=model, client=None, timeout=None,
-        extra_headers=extra_headers, optional_params=optional, logging_obj=None,  # type: ignore[arg-type]  # used only to create a cache
-        custom_llm_provider="gemini", litellm_params=litellm_params, vertex_project=None, vertex_location=None, vertex_auth_header=auth,
+        gemini_api_key=api_key,
+        messages=messages,
+        api_base=api_base,
+        model=model,
+        client=None,
+        timeout=None,
+        extra_headers=extra_headers,
+        optional_params=optional,
+        logging_obj=None,  # type: ignore[arg-type]  # used only to create a cache
+        custom_llm_provider="gemini",
+        litellm_params=litellm_params,
+        vertex_project=None,
+        vertex_location=None,
+        vertex_auth_header=auth,
     )
-    return GeminiRequest(model=model, url=url, headers=dict(headers), content=json.dumps(body).encode(), timeout=transport["timeout"])
+    return GeminiRequest(
+        model=model, url=url, headers=dict(headers), content=json.dumps(body).encode(), timeout=transport["timeout"]
+    )
 
 
 def warm_up() -> None:
@@ -105,7 +132,10 @@ def warm_up() -> None:
     from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
     from litellm.llms.vertex_ai.common_utils import VertexAIError  # noqa: F401
     from litellm.llms.vertex_ai.gemini.transformation import async_transform_request_body  # noqa: F401
-    from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexGeminiConfig, VertexLLM  # noqa: F401
+    from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (  # noqa: F401
+        VertexGeminiConfig,
+        VertexLLM,
+    )
 
 
 async def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
@@ -122,7 +152,9 @@ async def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]
     response = None
     finished = False
     try:
-        response = await client.post(request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True)
+        response = await client.post(
+            request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True
+        )
         async for sse in EventSource(response).aiter_sse():
             if not sse.data:
                 continue
@@ -160,7 +192,9 @@ def _error_chunk(error: Any) -> Exception:
         status = int(error.get("code") or 500)
     except (TypeError, ValueError):
         status = 500
-    return VertexAIError(status_code=status, message=f"{error.get('status', 'UNKNOWN')} - {error.get('message', 'Unknown error')}")
+    return VertexAIError(
+        status_code=status, message=f"{error.get('status', 'UNKNOWN')} - {error.get('message', 'Unknown error')}"
+    )
 
 
 async def _mapped(model: str, exc: Exception) -> Exception:
@@ -185,11 +219,12 @@ class GeminiReader:
     """One Gemini stream, one chunk at a time: `feed(chunk)` returns the items that chunk carries.
 
     Parts that are neither text, thought nor function call (code execution, inline data, kinds added later)
-    are kept verbatim as `ProviderBlock`s. Function calls arrive whole (several may share a chunk) and become one `ToolCallDelta` each, numbered
-    0, 1, ... in stream order, with the part's `thoughtSignature` as the delta's `signature`. Gemini may send
-    no call id: the reader makes one from the response id and the call's number, so replaying the same bytes
-    gives the same id. Thought parts (`thought: true`) become `ReasoningDelta`; a signature on any other part
-    is kept as a `ReasoningDelta` with no text, so it can go back with the turn.
+    are kept verbatim as `ProviderBlock`s. Function calls arrive whole (several may share a chunk) and become
+    one `ToolCallDelta` each, numbered 0, 1, ... in stream order, with the part's `thoughtSignature` as the
+    delta's `signature`. Gemini may send no call id: the reader makes one from the response id and the call's
+    number, so replaying the same bytes gives the same id. Thought parts (`thought: true`) become
+    `ReasoningDelta`; a signature on any other part is kept as a `ReasoningDelta` with no text, so it can go
+    back with the turn.
     """
 
     __slots__ = ("_calls", "_response", "finish", "finish_reason", "input_tokens", "model", "output_tokens")

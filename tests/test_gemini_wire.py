@@ -22,24 +22,58 @@ import respx
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.gemini_wire import GeminiReader
-from providers.stream import ProviderBlock, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta, ToolCallDelta
+from providers.stream import (
+    ProviderBlock,
+    ProviderError,
+    ReasoningDelta,
+    StreamEnd,
+    StreamRestart,
+    TextDelta,
+    ToolCallDelta,
+)
 
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 KEY = "AIza-test-wire-000000000000000"
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "weather?"}]
 TOOLS = [
-    {"type": "function", "function": {"name": n, "description": n, "parameters": {"type": "object", "properties": {"location": {"type": "string"}}}}}
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": n,
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}},
+        },
+    }
     for n in ("get_weather", "get_time", "report_progress")
 ]
 SSE_HEADERS = {"content-type": "text/event-stream"}
 
 
 def client(stream: str, *, params: dict[str, Any] | None = None, attempts: int = 1) -> ModelClient:
-    return ModelClient(config_from_dict({
-        "providers": {"gem": {"type": "gemini", "api_key": "${GEMINI_WIRE_KEY}", "headers": {"X-Team": "bench"}, "stream": stream}},
-        "models": {"m": {"provider": "gem", "model": "gemini-2.5-flash", "params": params or {}, "retry": {"attempts": attempts, "backoff": 0}}},
-    }), sleep=_no_sleep)
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {
+                    "gem": {
+                        "type": "gemini",
+                        "api_key": "${GEMINI_WIRE_KEY}",
+                        "headers": {"X-Team": "bench"},
+                        "stream": stream,
+                    }
+                },
+                "models": {
+                    "m": {
+                        "provider": "gem",
+                        "model": "gemini-2.5-flash",
+                        "params": params or {},
+                        "retry": {"attempts": attempts, "backoff": 0},
+                    }
+                },
+            }
+        ),
+        sleep=_no_sleep,
+    )
 
 
 async def _no_sleep(_: float) -> None:
@@ -90,8 +124,17 @@ def comparable(items: list[Any]) -> list[Any]:
 HISTORY = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "weather in Paris?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "18 \u00b0C, caf\u00e9 weather"},
 ]
 
@@ -102,8 +145,16 @@ HISTORY = [
         ({"temperature": 0.2, "max_tokens": 100}, {"tool_choice": "auto"}, MESSAGES),
         ({"stop": ["END"], "top_p": 0.9}, {"tool_choice": "required"}, HISTORY),
         ({"reasoning_effort": "low"}, {}, MESSAGES),
-        ({}, {"response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": {
-            "type": "object", "properties": {"t": {"type": "number"}}}}}}, MESSAGES),
+        (
+            {},
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "w", "schema": {"type": "object", "properties": {"t": {"type": "number"}}}},
+                }
+            },
+            MESSAGES,
+        ),
     ],
 )
 async def test_both_paths_send_the_same_request(params, extra, messages):
@@ -156,9 +207,14 @@ def calls(items: list[Any]) -> list[tuple[str | None, str | None, Any, str | Non
 
 
 async def test_parallel_calls_keep_their_signature_apart_from_a_stable_id():
-    first, again = (await both(fixture("parallel_tools.sse")))["auto"], (await both(fixture("parallel_tools.sse")))["auto"]
+    first, again = (
+        (await both(fixture("parallel_tools.sse")))["auto"],
+        (await both(fixture("parallel_tools.sse")))["auto"],
+    )
     assert [(name, args, sig) for _, name, args, sig in calls(first)] == [
-        ("get_weather", {"location": "Paris"}, "CiQBVKhc7oMsig-signature-one"), ("get_weather", {"location": "Tokyo"}, None)]
+        ("get_weather", {"location": "Paris"}, "CiQBVKhc7oMsig-signature-one"),
+        ("get_weather", {"location": "Tokyo"}, None),
+    ]
     ids = [i for i, *_ in calls(first)]
     assert ids == [i for i, *_ in calls(again)] and len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
     assert [d.index for d in first if isinstance(d, ToolCallDelta)] == [0, 1]
@@ -174,8 +230,12 @@ async def test_no_argument_call_and_escapes_survive():
     no_args = (await both(fixture("no_argument_tool.sse")))["auto"]
     escapes = (await both(fixture("progress_escapes.sse")))["auto"]
     assert [c[1:3] for c in calls(no_args)] == [("get_time", {})]
-    assert [c[1:3] for c in calls(escapes)] == [("report_progress", {
-        "message": 'Caf\u00e9 "quoted" \\ backslash\nnew line, \u65e5\u672c\u8a9e, \U0001F600 done', "step": 2})]
+    assert [c[1:3] for c in calls(escapes)] == [
+        (
+            "report_progress",
+            {"message": 'Caf\u00e9 "quoted" \\ backslash\nnew line, \u65e5\u672c\u8a9e, \U0001f600 done', "step": 2},
+        )
+    ]
 
 
 async def test_thoughts_and_signatures_are_kept():
@@ -186,7 +246,10 @@ async def test_thoughts_and_signatures_are_kept():
     assert [r.signature for r in reasoning if r.signature] == ["EtgDCtUDAdHtim9-text-signature"]
     assert "".join(i.text for i in items["auto"] if isinstance(i, TextDelta)) == "The greatest common divisor is 21."
     assert not [i for i in items["litellm"] if isinstance(i, ReasoningDelta)]
-    assert (items["auto"][-1].usage.output_tokens, items["litellm"][-1].usage.output_tokens) == (48, 48)  # thoughts are billed
+    assert (items["auto"][-1].usage.output_tokens, items["litellm"][-1].usage.output_tokens) == (
+        48,
+        48,
+    )  # thoughts are billed
 
 
 async def test_code_execution_parts_are_kept_verbatim_in_order():
@@ -198,13 +261,31 @@ async def test_code_execution_parts_are_kept_verbatim_in_order():
 
 def test_finish_reasons_map_to_the_neutral_word():
     words = {}
-    for reason in ("STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MALFORMED_FUNCTION_CALL", "NEW_ONE"):
+    for reason in (
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "NEW_ONE",
+    ):
         reader = GeminiReader()
         reader.feed({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": reason}]})
         words[reason] = reader.finish
-    assert words == {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
-                     "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
-                     "MALFORMED_FUNCTION_CALL": "error", "NEW_ONE": "error"}
+    assert words == {
+        "STOP": "stop",
+        "MAX_TOKENS": "length",
+        "SAFETY": "content_filter",
+        "RECITATION": "content_filter",
+        "BLOCKLIST": "content_filter",
+        "PROHIBITED_CONTENT": "content_filter",
+        "SPII": "content_filter",
+        "MALFORMED_FUNCTION_CALL": "error",
+        "NEW_ONE": "error",
+    }
 
 
 # -- how a stream ends -------------------------------------------------------
@@ -220,7 +301,9 @@ def _cut_mid_event() -> bytes:
     return body[: body.rindex(b"data:") + 60]
 
 
-@pytest.mark.parametrize("body", [_cut_between_events(), _cut_mid_event(), b""], ids=["between-events", "mid-event", "empty"])
+@pytest.mark.parametrize(
+    "body", [_cut_between_events(), _cut_mid_event(), b""], ids=["between-events", "mid-event", "empty"]
+)
 async def test_a_cut_stream_is_retried_then_an_error(body):
     """LiteLLM reports `finish_reason: stop` on every Gemini chunk, so on its path a cut answer looks finished."""
     with respx.mock() as router:
@@ -229,7 +312,7 @@ async def test_a_cut_stream_is_retried_then_an_error(body):
     assert route.call_count == 2 and items[-1].attempts == 2
     assert any(isinstance(i, StreamRestart) for i in items) == bool(body)
     restart = max((n for n, i in enumerate(items) if isinstance(i, StreamRestart)), default=-1)
-    assert "".join(i.text for i in items[restart + 1:] if isinstance(i, TextDelta)).startswith("The sky appears blue")
+    assert "".join(i.text for i in items[restart + 1 :] if isinstance(i, TextDelta)).startswith("The sky appears blue")
     with respx.mock() as router:
         router.post(URL).mock(return_value=sse(body))
         with pytest.raises(ProviderError) as info:
@@ -248,7 +331,9 @@ class _DropAfter(httpx.AsyncByteStream):
 
 async def test_connection_lost_after_the_finish_reason_keeps_the_answer():
     with respx.mock() as router:
-        route = router.post(URL).mock(return_value=httpx.Response(200, headers=SSE_HEADERS, stream=_DropAfter(fixture("text.sse"))))
+        route = router.post(URL).mock(
+            return_value=httpx.Response(200, headers=SSE_HEADERS, stream=_DropAfter(fixture("text.sse")))
+        )
         items = await run(client("auto", attempts=2))
     assert route.call_count == 1 and items[-1].finish == "stop"
 
@@ -284,7 +369,11 @@ async def test_http_errors_map_like_litellms():
 
 async def test_the_key_never_appears_in_an_error():
     with respx.mock() as router:
-        router.post(URL).mock(return_value=httpx.Response(403, json={"error": {"code": 403, "message": f"API key {KEY} not valid", "status": "PERMISSION_DENIED"}}))
+        router.post(URL).mock(
+            return_value=httpx.Response(
+                403, json={"error": {"code": 403, "message": f"API key {KEY} not valid", "status": "PERMISSION_DENIED"}}
+            )
+        )
         with pytest.raises(ProviderError) as info:
             await run(client("auto"))
     assert KEY not in str(info.value)
