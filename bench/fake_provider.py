@@ -1,13 +1,15 @@
 """A fake model provider on loopback, in its own process, for the benchmark.
 
-It speaks OpenAI Chat Completions (`POST /v1/chat/completions`) and Anthropic
-Messages (`POST /v1/messages`), streaming the exact SSE bytes of
+It speaks OpenAI Chat Completions (`POST /v1/chat/completions`), Anthropic
+Messages (`POST /v1/messages`) and Gemini
+(`POST /models/<model>:streamGenerateContent?alt=sse`), streaming the exact SSE bytes of
 `providers.sse`, so every contender runs its own HTTP stack and parser on real
 sockets. It is a bare ASGI app under uvicorn (httptools + uvloop when present):
 a response is a precomputed list of byte strings, cached per script position,
 so serving costs a few microseconds per chunk.
 
-What to answer is told by the model name, which every framework passes through:
+What to answer is told by the model name, which every framework passes through
+(in the body; for Gemini, in the URL):
 
     bench-<scenario>[@key=value,...]      e.g. bench-a@chunks=50,size=8,latency=50
 
@@ -41,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from providers.sse import SSECall, anthropic_events, openai_events  # noqa: E402
+from providers.sse import SSECall, anthropic_events, gemini_events, openai_events  # noqa: E402
 
 _NAME = re.compile(r"^(?:[a-z_]+/)?bench-(?P<scenario>[a-d])(?:@(?P<params>[a-z0-9=,_.]*))?$")
 _WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jovial zebras "
@@ -114,7 +116,7 @@ def _closing_delta(p: Params) -> int:
 @lru_cache(maxsize=256)
 def _events(wire: str, p: Params, tool_results: int) -> tuple[list[bytes], int | None]:
     text, calls = script(p, tool_results)
-    build = openai_events if wire == "openai" else anthropic_events
+    build = {"openai": openai_events, "anthropic": anthropic_events, "gemini": gemini_events}[wire]
     events = build(text, calls, model=f"bench-{p.scenario}", usage=(100, max(1, len(text) // 4)), chunk_size=p.size)
     closing = _closing_delta(p) if p.scenario == "d" and calls and wire == "openai" else None
     if len(events) > 2 * _BATCH:
@@ -123,6 +125,11 @@ def _events(wire: str, p: Params, tool_results: int) -> tuple[list[bytes], int |
 
 
 def _tool_results(wire: str, body: dict[str, Any]) -> int:
+    if wire == "gemini":
+        return sum(
+            1 for content in body.get("contents", []) for part in content.get("parts", [])
+            if "function_response" in part or "functionResponse" in part
+        )
     count = 0
     for message in body.get("messages", []):
         if wire == "openai":
@@ -187,11 +194,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         _STATS.update(requests=0, closing_chunk_at=None)
         await _send_json(send, 200, {"ok": True})
         return
-    wire = "openai" if path.endswith("/chat/completions") else "anthropic" if path.endswith("/messages") else None
+    wire = _wire(path)
     if wire is None or scope["method"] != "POST":
         await _send_json(send, 404, {"error": {"message": f"no route {scope['method']} {path}"}})
         return
     body = json.loads(await _read_body(receive))
+    if wire == "gemini":  # the model is in the URL, and a Gemini request always streams on this route
+        body.update(model=path.rsplit("/models/", 1)[-1].split(":", 1)[0], stream=True)
     try:
         params = parse_model(body.get("model", ""))
     except ValueError as exc:
@@ -210,6 +219,16 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if index == closing:
             _STATS["closing_chunk_at"] = time.time()
     await send({"type": "http.response.body", "body": b""})
+
+
+def _wire(path: str) -> str | None:
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if path.endswith(":streamGenerateContent"):
+        return "gemini"
+    return None
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 
-from bench.contenders import CONTENDERS, LABELS  # noqa: E402
+from bench.contenders import CONTENDERS, LABELS, PROVIDER_CONTENDERS  # noqa: E402
 from bench.fake_provider import model_name, progress_value  # noqa: E402
 
 
@@ -157,22 +157,30 @@ def run_scenarios(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str,
     models = scenario_models(plan)
     out: dict[str, dict[str, Any]] = {s: {k: {"wall": [], "cpu": [], "steps": 0} for k in workers} for s in models}
     for key, worker in workers.items():  # warm-up: lazy imports, connection pools, caches
-        for scenario in "abc":
+        for scenario in _scenarios(key, "abc"):
             worker.call("conv", scenario=scenario, model=models[scenario], repeat=2)
-        worker.call("conv", scenario="d", model=model_name("d", bytes=2000, size=10), repeat=1)
+        if key not in PROVIDER_CONTENDERS:
+            worker.call("conv", scenario="d", model=model_name("d", bytes=2000, size=10), repeat=1)
     for round_ in range(plan.rounds):
         for scenario in "abc":
             if scenario == "c" and round_ % 2:
                 continue
-            order = list(workers)
+            order = [key for key in workers if scenario in _scenarios(key, "abc")]
             random.shuffle(order)
             for key in order:
                 _merge(out[scenario][key], workers[key].call("conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario]))
         log(f"  round {round_ + 1}/{plan.rounds} done")
     for key, worker in workers.items():
+        if key in PROVIDER_CONTENDERS:
+            continue
         _merge(out["d"][key], worker.call("conv", scenario="d", model=models["d"], repeat=1))
         log(f"  scenario d ({plan.progress_bytes} B in 10-byte deltas): {LABELS[key]} done")
     return out
+
+
+def _scenarios(key: str, wanted: str) -> str:
+    """Anthropic and Gemini contenders run (b) and (c): tool calls, and many requests per conversation."""
+    return "".join(s for s in wanted if s in "bc") if key in PROVIDER_CONTENDERS else wanted
 
 
 def run_own(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any] | None:
@@ -243,7 +251,10 @@ def _load_total(level: int) -> int:
 
 def run_memory(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any]:
     model = model_name("a", chunks=50, latency=2000)
-    running = {key: w.call("mem_running", model=model, n=plan.running_conversations, settle=1.2) for key, w in workers.items()}
+    running = {
+        key: w.call("mem_running", model=model, n=plan.running_conversations, settle=1.2)
+        for key, w in workers.items() if key not in PROVIDER_CONTENDERS
+    }
     idle = workers["runtime"].call("mem_idle", n=plan.idle_threads) if "runtime" in workers else None
     log("  memory done")
     return {"running": running, "idle": idle}
@@ -264,7 +275,8 @@ def run_progress(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, 
 def run_profiles(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, str]:
     models = scenario_models(plan)
     out = {}
-    for key, scenario, repeat in (("runtime", "c", 1), ("runtime", "b", 5), ("litellm", "c", 1)):
+    for key, scenario, repeat in (("runtime", "c", 1), ("runtime", "b", 5), ("litellm", "c", 1), ("runtime_anthropic", "b", 5),
+                                  ("runtime_gemini", "b", 5), ("runtime_litellm", "b", 5)):
         if key in workers:
             path = RESULTS / f"profile_{key}_{scenario}.txt"
             out[f"{key}_{scenario}"] = workers[key].call("profile", scenario=scenario, model=models[scenario], repeat=repeat, path=str(path))["text"]
@@ -315,6 +327,13 @@ def progress_micro() -> dict[str, Any]:
     return {"ok": done.returncode == 0, "output": (done.stdout.strip() or done.stderr.strip())[-1500:]}
 
 
+def parse_micro(quick: bool) -> dict[str, Any]:
+    """bench/parse.py: CPU per chunk and per request, per provider and stream path (no sockets)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "parse.py"), "--rounds", "3" if quick else "7"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return {"ok": done.returncode == 0, "output": (done.stdout.strip() or done.stderr.strip())[-3000:]}
+
+
 # -- main ------------------------------------------------------------------------------
 
 
@@ -363,6 +382,8 @@ def main(argv: list[str] | None = None) -> None:
     log("cold start")
     results["cold"] = cold_start()
     results["progress_micro"] = progress_micro()
+    log("parse cost per chunk")
+    results["parse_micro"] = parse_micro(args.quick)
     results["elapsed"] = time.perf_counter() - began
     print(write_report(results, RESULTS))
     log(f"done; results in {RESULTS}")

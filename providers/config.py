@@ -93,7 +93,10 @@ class ProviderConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="extra litellm arguments, e.g. aws_region_name")
     stream: Literal["auto", "litellm"] = Field(
         "auto",
-        description="auto: OpenAI-wire providers are read by the runtime (LiteLLM still builds the request); litellm: always litellm.acompletion",
+        description=(
+            "auto: OpenAI-wire, Anthropic and Gemini providers are read by the runtime (LiteLLM still builds the request); "
+            "litellm: always litellm.acompletion"
+        ),
     )
 
     @field_validator("type")

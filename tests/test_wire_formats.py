@@ -1,8 +1,7 @@
-"""Each provider's documented streaming bytes, seen through ModelClient.
+"""Each provider's documented streaming bytes, read by the runtime's own readers, seen through ModelClient.
 
-OpenAI bytes are read by the runtime's own wire reader (`providers/openai_wire.py`);
-Anthropic and Gemini bytes by LiteLLM's stream wrapper, with `providers/litellm_tap.py`
-watching the raw events for what the wrapper does not report (see docs/providers.md).
+OpenAI bytes are read by `providers/openai_wire.py`, Anthropic by `providers/anthropic_wire.py`, Gemini by
+`providers/gemini_wire.py`; with `stream: litellm`, by LiteLLM's stream wrapper watched by `providers/litellm_tap.py`.
 
 The SSE bodies below are written out by hand in the shape of the providers'
 API references (OpenAI Chat Completions streaming, Anthropic Messages streaming
@@ -208,7 +207,7 @@ async def test_anthropic_documented_stream(client):
         ("toolu_02", "get_time", {"tz": "PST"}),
     ]
     end = items[-1]
-    assert (end.finish, end.finish_reason) == ("tool_calls", "tool_use") and end.provider == "anthropic"
+    assert (end.finish_reason, end.finish, end.provider) == ("tool_use", "tool_calls", "anthropic")
     assert (end.usage.input_tokens, end.usage.output_tokens) == (472, 89)
     sent = json.loads(route.calls[0].request.content)
     assert sent["max_tokens"] == 1024 and sent["tools"][0]["name"] == "get_weather"
@@ -228,7 +227,7 @@ async def test_anthropic_server_tool_blocks_become_provider_blocks(client):
     assert len(blocks) == 2  # cumulative lists from LiteLLM are not repeated
     assert not [i for i in items if isinstance(i, ToolCallDelta)]  # server tools are not ours to run
     text, _ = assembled(items)
-    assert text == "It is sunny." and (items[-1].finish, items[-1].finish_reason) == ("stop", "end_turn")
+    assert text == "It is sunny." and (items[-1].finish_reason, items[-1].finish) == ("end_turn", "stop")
 
 
 async def test_gemini_documented_stream(client):
@@ -240,10 +239,9 @@ async def test_gemini_documented_stream(client):
     text, calls = assembled(items)
     assert text == "Let me look that up."
     assert [(name, args) for _, name, args in calls] == [("get_weather", {"location": "Paris"}), ("get_time", {"tz": "CET"})]
-    assert all(call_id for call_id, _, _ in calls)  # Gemini sends none; LiteLLM makes them
+    assert all(call_id for call_id, _, _ in calls)  # Gemini sends none; the reader makes them
     end = items[-1]
-    assert (end.finish, end.finish_reason) == ("tool_calls", "STOP")
-    assert (end.usage.input_tokens, end.usage.output_tokens) == (30, 12)
+    assert (end.finish_reason, end.finish) == ("STOP", "tool_calls") and (end.usage.input_tokens, end.usage.output_tokens) == (30, 12)
     request = route.calls[0].request
     assert request.url.params["alt"] == "sse"
     assert json.loads(request.content)["tools"][0]["function_declarations"][0]["name"] == "get_weather"
@@ -262,5 +260,6 @@ async def test_builders_produce_bytes_the_readers_parse(client, wire, alias):
     if wire != "gemini":
         assert [i for i, _, _ in calls] == [f"{'toolu' if wire == 'anthropic' else 'call'}_01_{n}" for n in (0, 1)]
     end = items[-1]
-    assert end.finish == "tool_calls" and (end.usage.input_tokens, end.usage.output_tokens) == (21, 13)
+    assert (end.finish_reason if wire == "openai" else end.finish) == "tool_calls"  # OpenAI's raw value is already the word
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (21, 13)
     assert len(model.requests) == 1

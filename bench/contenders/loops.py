@@ -79,8 +79,11 @@ async def _run(call: dict[str, Any]) -> dict[str, Any]:
 
 
 class LiteLLMLoop(_Loop):
-    def __init__(self, base_url: str, *, aiohttp: bool = False) -> None:
-        self.name = "litellm loop (aiohttp)" if aiohttp else "litellm loop"
+    """`wire` picks LiteLLM's route: `openai/` (the fake's /v1/chat/completions), `anthropic/` or `gemini/`."""
+
+    def __init__(self, base_url: str, *, aiohttp: bool = False, wire: str = "openai") -> None:
+        self.name = "litellm loop (aiohttp)" if aiohttp else f"litellm loop ({wire})"
+        self._wire = wire
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
@@ -88,12 +91,12 @@ class LiteLLMLoop(_Loop):
         litellm.suppress_debug_info = True
         litellm.telemetry = False
         self._litellm = litellm
-        self._base = f"{base_url}/v1"
+        self._base = f"{base_url}/v1" if wire == "openai" else base_url
 
     async def _stream(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         kwargs: dict[str, Any] = {"tools": tools} if tools else {}
         return await self._litellm.acompletion(
-            model=f"openai/{model}", messages=messages, stream=True, stream_options={"include_usage": True},
+            model=f"{self._wire}/{model}", messages=messages, stream=True, stream_options={"include_usage": True},
             api_base=self._base, api_key="bench", max_retries=0, **kwargs,
         )
 

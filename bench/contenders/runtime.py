@@ -1,5 +1,5 @@
 """This runtime as a user runs it: a `Runtime` on a config whose provider is
-`type: openai` with `base_url` at the fake server, definitions built in code,
+`type: openai` (or `anthropic`, `gemini`) with `base_url` at the fake server, definitions built in code,
 storage in a temporary SQLite file. A conversation is `create_thread` then
 `send` (ai_human) or `run` (dual_ai), exactly the README's entry points.
 
@@ -102,8 +102,9 @@ class _Replay:
 class RuntimeContender:
     name = "this runtime"
 
-    def __init__(self, base_url: str, *, stream: str = "auto", gc_freeze: bool = True) -> None:
-        self._base = f"{base_url}/v1"
+    def __init__(self, base_url: str, *, stream: str = "auto", gc_freeze: bool = True, wire: str = "openai") -> None:
+        self._base = f"{base_url}/v1" if wire == "openai" else base_url  # LiteLLM adds /v1/messages and /models/...
+        self._wire = wire
         self._stream = stream  # the provider's `stream` setting: auto (as shipped) or litellm
         self._gc_freeze = gc_freeze
         self._opening = asyncio.Lock()
@@ -127,7 +128,7 @@ class RuntimeContender:
         from providers.config import config_from_dict
 
         config = config_from_dict({
-            "providers": {"bench": {"type": "openai", "base_url": self._base, "api_key": "bench", "stream": self._stream}},
+            "providers": {"bench": {"type": self._wire, "base_url": self._base, "api_key": "bench", "stream": self._stream}},
             "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
             "default_model": "bench",
         })

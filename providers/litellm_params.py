@@ -1,0 +1,43 @@
+"""LiteLLM's parameter mapping, remembered per model and parameters.
+
+`litellm.utils.get_optional_params` maps OpenAI-style parameters to a
+provider's (`max_tokens` -> `max_output_tokens`, `tool_choice` shapes, thinking
+budgets, unsupported ones -> `UnsupportedParamsError`). For Anthropic and
+Gemini it costs 0.4-0.6 ms per request, mostly model-capability lookups, and
+its answer depends only on the model and the parameters (never the messages),
+which stay the same for every step of a conversation. So the readers ask
+LiteLLM once per distinct (model, parameters) and hand each request its own
+copy (LiteLLM's transforms edit what they are given). A failure is never
+remembered: an unsupported parameter raises on every request, as on LiteLLM's
+own path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["optional_params"]
+
+_SIZE = 512
+_MAPPED: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+
+def optional_params(model: str, provider: str, messages: list[Any], params: dict[str, Any]) -> dict[str, Any]:
+    """`get_optional_params(model=..., custom_llm_provider=..., messages=..., **params)`, memoized."""
+    import litellm
+    from litellm.utils import get_optional_params
+
+    # LiteLLM's global switches change the answer, so they are part of the key.
+    key = json.dumps([model, provider, litellm.drop_params, params], sort_keys=True, default=repr)
+    mapped = _MAPPED.get(key)
+    if mapped is None:
+        mapped = get_optional_params(model=model, custom_llm_provider=provider, messages=messages, **params)
+        _MAPPED[key] = mapped
+        if len(_MAPPED) > _SIZE:
+            _MAPPED.popitem(last=False)
+    else:
+        _MAPPED.move_to_end(key)
+    return copy.deepcopy(mapped)
