@@ -31,7 +31,7 @@ _COMMON: dict[str, FinishReason] = {
     # Anthropic Messages
     "end_turn": "stop",
     "stop_sequence": "stop",
-    "pause_turn": "stop",
+    "pause_turn": "length",  # Anthropic paused a long turn: unfinished, like the native reader says
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "model_context_window_exceeded": "length",

@@ -252,15 +252,18 @@ async def test_thinking_is_kept_with_its_signature():
     assert [r.signature for r in reasoning if r.signature] == [
         "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds..."
     ]
-    assert comparable([i for i in items["auto"] if not isinstance(i, ReasoningDelta)]) == comparable(items["litellm"])
-    assert not [i for i in items["litellm"] if isinstance(i, ReasoningDelta)]
+    def without_reasoning(found: list) -> list:
+        return [i for i in found if not isinstance(i, ReasoningDelta)]
+
+    # LiteLLM's path keeps thinking too (through the tap), in its own fragments: compare the rest
+    assert comparable(without_reasoning(items["auto"])) == comparable(without_reasoning(items["litellm"]))
 
 
 async def test_refusal_is_its_own_finish():
     items = await both(fixture("refusal.sse"))
     assert comparable(items["auto"]) == comparable(items["litellm"])
     assert (items["auto"][-1].finish_reason, items["auto"][-1].finish) == ("refusal", "refusal")
-    assert items["litellm"][-1].finish_reason == "content_filter"  # LiteLLM folds a refusal into a content filter
+    assert items["litellm"][-1].finish_reason == "refusal"  # the tap reads the raw stop reason LiteLLM folds away
 
 
 async def test_every_server_block_is_kept_verbatim_and_in_order():
@@ -285,7 +288,7 @@ async def test_every_server_block_is_kept_verbatim_and_in_order():
         "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
     ]
     theirs = [i.block for i in items["litellm"] if isinstance(i, ProviderBlock)]
-    assert all(b in blocks for b in theirs) and len(theirs) < len(blocks)
+    assert all(b in blocks for b in theirs)  # the tap keeps them on LiteLLM's path too
     assert not [i for i in items["auto"] if isinstance(i, ToolCallDelta)]  # server calls are not ours to run
 
 

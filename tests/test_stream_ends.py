@@ -332,7 +332,8 @@ async def test_gemini_stream_without_finish_reason_is_cut_on_litellms_path(multi
         )
         with pytest.raises(ProviderError) as err:
             _ = [i async for i in multi.stream("gem", [{"role": "user", "content": "hi"}], tools=TOOLS)]
-    assert route.call_count == 2 and err.value.kind == "stream_cut" and err.value.retryable
+    # type: gemini is read by the native reader on `stream: auto`: its cut is a dropped connection (retried too)
+    assert route.call_count == 2 and err.value.kind in ("stream_cut", "connection") and err.value.retryable
 
 
 async def test_gemini_signature_is_sent_back_with_the_call_and_the_id_unchanged(multi):
@@ -509,7 +510,7 @@ CUT_CALL = block(
         ("tool_use", "tool_calls", (TEXT_BLOCK, CUT_CALL)),
         ("refusal", "refusal", (TEXT_BLOCK,)),
         ("end_turn", "stop", (TEXT_BLOCK,)),
-        ("pause_turn", "stop", (TEXT_BLOCK,)),
+        ("pause_turn", "length", (TEXT_BLOCK,)),  # unfinished, as the native reader says too
     ],
 )
 async def test_anthropic_stop_reasons_are_normalized_and_kept_raw(multi, stop, finish, blocks):
