@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.env import Redactor
+from orchestrator.env import SecretScopes
 from orchestrator.events import EPHEMERAL_EVENTS, EventBus
 from orchestrator.messages import ThreadRecord
 from orchestrator.storage import StepWrite, StorageError
@@ -41,7 +41,7 @@ class _FailOnce:
 async def test_bus_write_failure_keeps_events_until_stored(tmp_path: Path) -> None:
     async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
-        bus = EventBus(storage, Redactor([]))
+        bus = EventBus(storage, SecretScopes([]))
         await bus.attach(thread.id, new=True)
         storage.append_events = _FailOnce(storage.append_events)  # type: ignore[method-assign]
         bus.publish(thread.id, "first", {"n": 1})
@@ -109,7 +109,7 @@ async def test_events_another_process_already_stored_are_not_written_again(tmp_p
 
     async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
-        bus = EventBus(storage, Redactor([]))
+        bus = EventBus(storage, SecretScopes([]))
         await bus.attach(thread.id, new=True)
         await storage.append_events([Event(thread_id=thread.id, seq=1, type="theirs", at=1.0)])  # another publisher's
         bus.publish(thread.id, "mine", {"n": 1}, defer=True)
