@@ -277,6 +277,7 @@ class _Execution:
         )
         for kind, data in events:
             self._publish(kind, data)
+        message = _with_unique_call_ids(message, self.execution.message_history)
         return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
     async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]) -> None:
@@ -455,6 +456,23 @@ class _Execution:
             side_a_step_count=self.snap.side_a_step_count, side_b_step_count=self.snap.side_b_step_count,
             usage=self.thread.usage, output=output, new_messages=new,
         )
+
+
+def _with_unique_call_ids(message: Message, history: list[Message]) -> Message:
+    """A call id names one call within a thread: results, resume and idempotency keys go by it.
+
+    Some servers number calls per response (`call_0` in every step), and a model
+    replayed in a fresh process starts its numbering again; such a reused id gets
+    the step's position as a suffix before the message is stored.
+    """
+    if not message.tool_calls:
+        return message
+    seen = {call.id for m in history for call in m.tool_calls or []}
+    if not any(call.id in seen for call in message.tool_calls):
+        return message
+    suffix = f"_{len(history)}"
+    calls = [c.model_copy(update={"id": c.id + suffix}) if c.id in seen else c for c in message.tool_calls]
+    return message.model_copy(update={"tool_calls": calls})
 
 
 def _progress_argument(toolset: Toolset, name: str) -> str | None:
