@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 from temporalio.worker import Worker as _TemporalWorker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
 
 from .temporal.activities import ExecutionActivities
 from .temporal.client import TemporalOptions, connect

@@ -13,16 +13,26 @@ from typing import Any
 
 import pytest
 import respx
-
 import test_worker_support as support
+from temporal_support import dev_server
+from test_worker_support import (  # noqa: F401
+    DUO_SHAPE,
+    PG_DSN,
+    SCRIPTED_CONFIG,
+    TOOL_RUNS,
+    UniqueIdsModel,
+    answer,
+    duo_definitions,
+    pg_schema,
+    shape,
+)
+
 from orchestrator.runtime import Runtime
 from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.temporal import TemporalOptions, ThreadRequests, connect
 from orchestrator.worker import Worker
 from providers.config import config_from_dict
-from temporal_support import dev_server
-from test_worker_support import DUO_SHAPE, PG_DSN, SCRIPTED_CONFIG, TOOL_RUNS, UniqueIdsModel, answer, duo_definitions, pg_schema, shape  # noqa: F401
 
 
 class Stack:

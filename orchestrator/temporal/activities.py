@@ -25,7 +25,14 @@ from temporalio.exceptions import ApplicationError
 
 from ..executor import ExecutionFailed, execute
 from ..storage import NotFoundError, StaleLeaseError, ThreadBusyError
-from .workflow import EXECUTE_ACTIVITY, Controls, ExecutionInput, Outcome, ThreadWorkflow, workflow_id
+from .workflow import (
+    EXECUTE_ACTIVITY,
+    Controls,
+    ExecutionInput,
+    Outcome,
+    ThreadWorkflow,
+    workflow_id,
+)
 
 if TYPE_CHECKING:
     from ..broker import RedisBroker

@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateStage
 from temporalio.common import WorkflowIDConflictPolicy
 
-from .workflow import ActivityTimeouts, Outcome, Request, ThreadRun, ThreadWorkflow, workflow_id
+from .workflow import (
+    ActivityTimeouts,
+    Outcome,
+    Request,
+    ThreadRun,
+    ThreadWorkflow,
+    workflow_id,
+)
 
 __all__ = ["TemporalOptions", "TemporalUnavailable", "ThreadRequests", "connect"]
 
