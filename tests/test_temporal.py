@@ -11,22 +11,26 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import pytest
 import respx
 import test_worker_support as support
-from temporal_support import dev_server
+from temporal_support import dev_server, free_port
 from test_worker_support import (  # noqa: F401
     DUO_SHAPE,
     PG_DSN,
+    REDIS_URL,
     SCRIPTED_CONFIG,
     TOOL_RUNS,
     UniqueIdsModel,
     answer,
     duo_definitions,
     pg_schema,
+    redis_prefix,
     shape,
 )
 
+from orchestrator.broker import RedisBroker
 from orchestrator.runtime import Runtime
 from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.postgres import PostgresStorage
@@ -44,6 +48,7 @@ class Stack:
         self.opened: list[Any] = []
         self.workers: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
         self.requests: ThreadRequests | None = None
+        self.model: UniqueIdsModel | None = None
 
     async def runtime(self, lease_ttl: float = 5.0) -> Runtime:
         storage = PostgresStorage(PG_DSN, schema=self.schema)
@@ -77,9 +82,11 @@ async def stack(pg_schema: str) -> AsyncIterator[Stack]:
     options = TemporalOptions(address=server.address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2, retry_initial=0.1, retry_max=0.5)
     router = respx.mock(assert_all_called=False)
     router.start()
-    UniqueIdsModel(answer, tag="t").mount(router)
+    model = UniqueIdsModel(answer, tag="t")
+    model.mount(router)
     TOOL_RUNS.clear()
     made = Stack(pg_schema, options)
+    made.model = model
     try:
         yield made
     finally:
@@ -111,3 +118,128 @@ async def test_temporal_worker_runs_a_submitted_thread_to_completion(stack: Stac
     record = await _settled(server, thread.id)
     assert record.execution.reason == "end_conversation"
     assert shape((await server.storage.get_messages(thread.id, include_silent=True)).messages) == DUO_SHAPE
+
+
+async def test_temporal_requests_to_one_thread_run_in_the_order_they_were_sent(stack: Stack) -> None:
+    server = await stack.runtime()
+    requests = await stack.client()
+    thread = await server.create_thread("chat")
+    for text in ("one", "two", "three"):  # stored before any worker exists
+        await requests.submit(thread.id, text, last_flow=None)
+    await stack.worker()
+
+    async def three_answers() -> bool:
+        messages = (await server.storage.get_messages(thread.id)).messages
+        return sum(1 for m in messages if m.role == "assistant" and m.content and not m.tool_calls) == 3
+
+    await _until(three_answers)
+    messages = (await server.storage.get_messages(thread.id, include_silent=True)).messages
+    assert [m.content for m in messages if m.role == "user"] == ["one", "two", "three"]
+    assert [(m.role, bool(m.tool_calls)) for m in messages] == [("user", False), ("assistant", True), ("tool", False), ("assistant", False)] * 3
+
+
+async def test_temporal_stop_cancels_the_running_activity_and_the_execution_stores_its_end(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "TOOL_DELAY", 60.0)  # the lookup tool hangs until stopped
+    server = await stack.runtime()
+    requests = await stack.client()
+    await stack.worker()
+    thread = await server.create_thread("duo")
+    await requests.submit(thread.id, None, last_flow=None)
+    await _until(lambda: asyncio.sleep(0, bool(TOOL_RUNS)))
+    assert await requests.stop(thread.id, "operator said so")
+    record = await _settled(server, thread.id, ("stopped",))  # within the test's 30 s, not the tool's 60
+    assert record.execution.reason == "operator said so"
+    assert len(TOOL_RUNS) == 1
+
+
+async def test_temporal_a_stop_sent_while_no_worker_holds_the_thread_is_applied_by_the_next_one(stack: Stack) -> None:
+    server = await stack.runtime()
+    requests = await stack.client()
+    thread = await server.create_thread("duo")
+    await requests.submit(thread.id, None, last_flow=None)
+    assert await requests.stop(thread.id, "changed my mind")  # no worker yet: the workflow keeps it
+    await stack.worker()
+    record = await _settled(server, thread.id, ("stopped",))
+    assert record.execution.reason == "changed my mind"
+    assert TOOL_RUNS == [] and stack.model is not None and stack.model.requests == []  # ended before its first model request
+    events = [e.type for e in await server.storage.events_after(thread.id, 0)]
+    assert events[-2:] == ["execution_started", "execution_stopped"]
+
+
+async def test_temporal_a_stop_for_a_thread_never_run_reports_nothing_to_stop(stack: Stack) -> None:
+    server = await stack.runtime()
+    thread = await server.create_thread("duo")
+    assert await (await stack.client()).stop(thread.id, "nothing runs") is False
+
+
+async def test_temporal_force_turn_asked_while_idle_gives_the_next_execution_to_that_side(stack: Stack) -> None:
+    server = await stack.runtime()
+    requests = await stack.client()
+    thread = await server.create_thread("duo")
+    await requests.force_turn(thread.id, "b", last_flow=None)
+    await requests.submit(thread.id, None, last_flow=None)
+    await stack.worker()
+    await _settled(server, thread.id)
+    assert stack.model is not None
+    assert "customer" in str(stack.model.requests[0]["messages"][0]["content"])  # side b spoke first
+
+
+# -- the HTTP routes in queued mode --------------------------------------------------
+
+
+async def _api(stack: Stack, server: Runtime, requests: ThreadRequests, broker: Any) -> httpx.AsyncClient:
+    from orchestrator.server.app import create_app
+    from orchestrator.server.runs import QueuedRuns
+
+    app = create_app(server)
+    app.state.server.runs = QueuedRuns(server, requests, broker)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+
+
+async def test_temporal_run_with_wait_answers_how_the_execution_ended(stack: Stack, redis_prefix: str) -> None:
+    server = await stack.runtime()
+    await stack.worker()
+    broker = await RedisBroker(REDIS_URL, prefix=redis_prefix).open()
+    stack.opened.append(broker)
+    async with await _api(stack, server, await stack.client(), broker) as http:
+        thread_id = (await http.post("/threads", json={"agent": "duo"})).json()["id"]
+        res = await http.post(f"/threads/{thread_id}/run?wait=true")
+        assert res.status_code == 200, res.text
+        body = res.json()
+        assert (body["reason"], body["step_count"], body["side_a_step_count"], body["side_b_step_count"]) == ("end_conversation", 3, 2, 1)
+        assert [m["role"] for m in body["new_messages"]] == ["assistant", "tool", "assistant", "assistant", "tool"]
+        assert body["output"] == "Thanks!"
+
+
+async def test_temporal_a_request_temporal_did_not_take_is_an_error_the_client_sees(stack: Stack, redis_prefix: str) -> None:
+    from temporalio.client import Client
+
+    server = await stack.runtime()
+    broker = await RedisBroker(REDIS_URL, prefix=redis_prefix).open()
+    stack.opened.append(broker)
+    nowhere = stack.options.model_copy(update={"address": f"127.0.0.1:{free_port()}"})
+    dead = ThreadRequests(await Client.connect(nowhere.address, lazy=True), nowhere)
+    async with await _api(stack, server, dead, broker) as http:
+        thread_id = (await http.post("/threads", json={"agent": "duo"})).json()["id"]
+        for path in ("run", "run?wait=true", "stop"):
+            res = await http.post(f"/threads/{thread_id}/{path}")
+            assert res.status_code == 503, (path, res.text)
+            assert res.json()["error"]["code"] == "queue_unavailable"
+        res = await http.post(f"/threads/{thread_id}/force-turn", json={"side": "b"})
+        assert res.status_code == 503, res.text
+    assert (await server.storage.get_thread(thread_id)).status == "idle"
+
+
+async def test_temporal_stop_and_force_turn_routes_are_stored_before_they_answer(stack: Stack, redis_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "TOOL_DELAY", 60.0)
+    server = await stack.runtime()
+    broker = await RedisBroker(REDIS_URL, prefix=redis_prefix).open()
+    stack.opened.append(broker)
+    async with await _api(stack, server, await stack.client(), broker) as http:
+        thread_id = (await http.post("/threads", json={"agent": "duo"})).json()["id"]
+        assert (await http.post(f"/threads/{thread_id}/run")).status_code == 202  # no worker yet
+        res = await http.post(f"/threads/{thread_id}/stop")
+        assert res.status_code == 200 and "stop requested" in res.json()["detail"], res.text
+    await stack.worker()
+    record = await _settled(server, thread_id, ("stopped",))
+    assert record.execution.reason == "stopped by user" and TOOL_RUNS == []
