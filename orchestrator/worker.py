@@ -73,6 +73,8 @@ class Worker:
 
     async def start(self) -> None:
         """Open the runtime, the broker and the Temporal connection (before `run`)."""
+        import litellm  # noqa: F401  (imported now, not in the first execution: seconds without heartbeats)
+
         await self.runtime.open()
         self.name = self.runtime.services.owner
         if self.broker is not None:

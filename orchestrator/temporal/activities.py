@@ -92,6 +92,8 @@ class ExecutionActivities:
             except asyncio.CancelledError:
                 details = activity.cancellation_details()
                 if task.done() or details is None or not details.cancel_requested:
+                    _log.warning("temporal_attempt_abandoned", thread_id=given.thread_id, attempt=activity.info().attempt,
+                                 why=_why(details))  # fmt: skip
                     task.cancel()  # worker shutting down or the attempt timed out: the next attempt takes over
                     await asyncio.gather(task, return_exceptions=True)
                     raise
@@ -215,6 +217,12 @@ def _apply(execution: ExecutionState, action: str, side: str | None, reason: str
         execution.stop(reason or "stopped")
     elif action == "force_turn" and side in ("a", "b"):
         execution.force_turn(side)  # type: ignore[arg-type]
+
+
+def _why(details: activity.ActivityCancellationDetails | None) -> str:
+    if details is None:
+        return "cancelled"
+    return ",".join(name for name in ("timed_out", "not_found", "worker_shutdown", "paused", "reset") if getattr(details, name)) or "cancelled"
 
 
 def _served(thread: ThreadRecord, after_flow: str | None, served_flow: str | None) -> bool:
