@@ -15,7 +15,7 @@ import httpx
 import pytest
 import respx
 import test_worker_support as support
-from temporal_support import dev_server, free_port
+from temporal_support import DevServer, dev_server, free_port
 from test_worker_support import (  # noqa: F401
     DUO_SHAPE,
     PG_DSN,
@@ -243,3 +243,38 @@ async def test_temporal_stop_and_force_turn_routes_are_stored_before_they_answer
     await stack.worker()
     record = await _settled(server, thread_id, ("stopped",))
     assert record.execution.reason == "stopped by user" and TOOL_RUNS == []
+
+
+async def test_temporal_a_dev_server_restart_mid_run_loses_nothing(pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(support, "TOOL_DELAY", 0.3)  # executions are mid-flight when the server goes
+    server = DevServer().start()
+    options = TemporalOptions(address=server.address, task_queue="restart", heartbeat_timeout=5, retry_initial=0.1, retry_max=0.5)
+    router = respx.mock(assert_all_called=False)
+    router.start()
+    UniqueIdsModel(answer, tag="r").mount(router)
+    TOOL_RUNS.clear()
+    stack = Stack(pg_schema, options)
+    try:
+        runtime = await stack.runtime()
+        requests = await stack.client()
+        await stack.worker(concurrency=8)
+        ids = [(await runtime.create_thread("duo")).id for _ in range(16)]
+        for t in ids:
+            await requests.submit(t, None, last_flow=None)
+        await _until(lambda: asyncio.sleep(0, len(TOOL_RUNS) >= 4))
+        server.stop()  # mid-run: tools are running, requests are queued
+        await asyncio.sleep(1.0)
+        server.start()  # the same database file and port
+
+        async def all_done() -> bool:
+            return all([(await runtime.storage.get_thread(t)).status == "completed" for t in ids])
+
+        await _until(all_done, timeout=90)
+        for t in ids:
+            assert shape((await runtime.storage.get_messages(t, include_silent=True)).messages) == DUO_SHAPE, t
+        assert len(TOOL_RUNS) == 2 * len(ids)  # no tool ran twice
+    finally:
+        await stack.close()
+        router.stop()
+        server.stop()
+        TOOL_RUNS.clear()
