@@ -212,7 +212,3 @@ class ThreadWorkflow:
         if current is None or current.id != request_id:
             return Controls()
         return Controls(stop=current.stop, forced=current.forced)
-
-    @workflow.query(name="pending")
-    def pending(self) -> int:
-        return len(self._queue) + (self._current is not None)
