@@ -165,6 +165,12 @@ if __name__ != "__main__":
             raise AssertionError(f"{thread_id}: socket closed after {len(seen)} events: {ws.close_code} {ws.close_reason}")
         return seen
 
+    async def _kill_when_busy(db: Any, victim: subprocess.Popen[str]) -> None:
+        query = "SELECT COUNT(DISTINCT thread_id) FROM tool_runs WHERE pid = $1"
+        while await db.fetchval(query, victim.pid) < 4:  # it holds executions, some mid-call
+            await asyncio.sleep(0.02)
+        victim.send_signal(signal.SIGKILL)
+
     async def _completed(db: Any) -> int:
         return int(await db.fetchval("SELECT COUNT(*) FROM threads WHERE status = 'completed'"))
 
@@ -206,13 +212,16 @@ if __name__ != "__main__":
                     ids.append(response.json()["id"])
                 watchers = {t: asyncio.create_task(_watch(where["ws"], t)) for t in ids}
                 await asyncio.sleep(0.5)  # the sockets are open before the first event
-                for t in ids:  # answered only once Temporal stored the request
-                    assert (await http.post(f"/threads/{t}/run")).status_code == 202
-            async with asyncio.timeout(150):
-                victim = "SELECT COUNT(DISTINCT thread_id) FROM tool_runs WHERE pid = $1"
-                while await db.fetchval(victim, workers[0].pid) < 4:  # it holds executions, some mid-call
-                    await asyncio.sleep(0.02)
-                workers[0].send_signal(signal.SIGKILL)
+                killer = asyncio.create_task(_kill_when_busy(db, workers[0]))  # while requests still arrive
+                lanes = asyncio.Semaphore(8)
+
+                async def run(thread_id: str) -> None:
+                    async with lanes:  # answered only once Temporal stored the request
+                        assert (await http.post(f"/threads/{thread_id}/run")).status_code == 202
+
+                await asyncio.gather(*(run(t) for t in ids))
+            async with asyncio.timeout(200):
+                await killer
                 seen = dict(zip(watchers, await asyncio.gather(*watchers.values()), strict=True))
                 while await _completed(db) < N_THREADS:
                     await asyncio.sleep(0.1)
