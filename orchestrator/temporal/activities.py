@@ -57,7 +57,9 @@ class _Judged:
 class ExecutionActivities:
     """Activities bound to one worker's runtime (and its broker, for live events)."""
 
-    def __init__(self, runtime: Runtime, client: Client, broker: RedisBroker | None = None, heartbeat_every: float = 1.0) -> None:
+    def __init__(
+        self, runtime: Runtime, client: Client, broker: RedisBroker | None = None, heartbeat_every: float = 1.0
+    ) -> None:
         self.runtime = runtime
         self.client = client
         self.broker = broker
@@ -84,7 +86,9 @@ class ExecutionActivities:
         finally:
             beat.cancel()
 
-    async def _attempt(self, given: ExecutionInput, thread: ThreadRecord, judged: _Judged, controls: Controls) -> Outcome | None:
+    async def _attempt(
+        self, given: ExecutionInput, thread: ThreadRecord, judged: _Judged, controls: Controls
+    ) -> Outcome | None:
         task = asyncio.create_task(self._run(given, thread, judged, controls))
         while True:
             try:
@@ -92,8 +96,8 @@ class ExecutionActivities:
             except asyncio.CancelledError:
                 details = activity.cancellation_details()
                 if task.done() or details is None or not details.cancel_requested:
-                    _log.warning("temporal_attempt_abandoned", thread_id=given.thread_id, attempt=activity.info().attempt,
-                                 why=_why(details))  # fmt: skip
+                    why, attempt = _why(details), activity.info().attempt
+                    _log.warning("temporal_attempt_abandoned", thread_id=given.thread_id, attempt=attempt, why=why)
                     task.cancel()  # worker shutting down or the attempt timed out: the next attempt takes over
                     await asyncio.gather(task, return_exceptions=True)
                     raise
@@ -103,12 +107,16 @@ class ExecutionActivities:
                 if execution is not None:
                     execution.stop(reason)  # the execution stores its own end; we report it
 
-    async def _run(self, given: ExecutionInput, thread: ThreadRecord, judged: _Judged, controls: Controls) -> Outcome | None:
+    async def _run(
+        self, given: ExecutionInput, thread: ThreadRecord, judged: _Judged, controls: Controls
+    ) -> Outcome | None:
         services = self.runtime.services
         person = await self._person_message(given, thread)
         self._waiting[given.thread_id] = controls
         try:
-            result = await execute(services, thread, person_message=person, on_start=lambda state: self._started(given, judged, state))
+            result = await execute(
+                services, thread, person_message=person, on_start=lambda state: self._started(given, judged, state)
+            )
         except _ThreadMoved:
             return None
         except ExecutionFailed as exc:
@@ -172,7 +180,9 @@ class ExecutionActivities:
         try:
             return await self.runtime.services.storage.get_thread(thread_id)
         except NotFoundError:
-            raise ApplicationError(f"thread {thread_id} does not exist", type="ThreadNotFound", non_retryable=True) from None
+            raise ApplicationError(
+                f"thread {thread_id} does not exist", type="ThreadNotFound", non_retryable=True
+            ) from None
 
     async def _judge(self, thread: ThreadRecord) -> _Judged:
         page = await self.runtime.storage.get_messages(thread.id, limit=1, order="desc", include_silent=True)
@@ -186,7 +196,10 @@ class ExecutionActivities:
         if thread.status == "running" and thread.execution is not None:
             flow = thread.execution.flow_id
             recent = await self.runtime.storage.get_messages(thread.id, limit=20, order="desc", include_silent=True)
-            if any(m.role == "user" and m.side == "b" and m.flow_id == flow and m.content == given.text for m in recent.messages):
+            if any(
+                m.role == "user" and m.side == "b" and m.flow_id == flow and m.content == given.text
+                for m in recent.messages
+            ):
                 return None
         return given.text
 
@@ -222,7 +235,12 @@ def _apply(execution: ExecutionState, action: str, side: str | None, reason: str
 def _why(details: activity.ActivityCancellationDetails | None) -> str:
     if details is None:
         return "cancelled"
-    return ",".join(name for name in ("timed_out", "not_found", "worker_shutdown", "paused", "reset") if getattr(details, name)) or "cancelled"
+    return (
+        ",".join(
+            name for name in ("timed_out", "not_found", "worker_shutdown", "paused", "reset") if getattr(details, name)
+        )
+        or "cancelled"
+    )
 
 
 def _served(thread: ThreadRecord, after_flow: str | None, served_flow: str | None) -> bool:
@@ -235,6 +253,10 @@ def _served(thread: ThreadRecord, after_flow: str | None, served_flow: str | Non
 def _outcome(request_id: str, thread: ThreadRecord, *, error: str | None = None, code: str | None = None) -> Outcome:
     snapshot = thread.execution
     return Outcome(
-        request_id, flow_id=snapshot.flow_id if snapshot is not None else None, status=thread.status,
-        reason=snapshot.reason if snapshot is not None else None, error=error, code=code,
+        request_id,
+        flow_id=snapshot.flow_id if snapshot is not None else None,
+        status=thread.status,
+        reason=snapshot.reason if snapshot is not None else None,
+        error=error,
+        code=code,
     )

@@ -32,15 +32,21 @@ class TemporalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    address: str = Field(description="host:port of the Temporal frontend (a cluster, Cloud, or `temporal server start-dev`).")
+    address: str = Field(
+        description="host:port of the Temporal frontend (a cluster, Cloud, or `temporal server start-dev`)."
+    )
     namespace: str = "default"
     task_queue: str = "orchestrator"
-    heartbeat_timeout: float = Field(default=10.0, gt=0, description="Seconds without a heartbeat before an attempt is given to another worker.")
+    heartbeat_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds without a heartbeat before an attempt is given to another worker."
+    )
     start_to_close_timeout: float = Field(default=3600.0, gt=0, description="Longest one execution attempt may run.")
     max_attempts: int = Field(default=20, ge=1, description="Attempts of one request before it is reported not served.")
     retry_initial: float = Field(default=0.5, gt=0)
     retry_max: float = Field(default=5.0, gt=0)
-    requests_per_run: int = Field(default=200, ge=1, description="Requests a workflow run serves before it continues as new.")
+    requests_per_run: int = Field(
+        default=200, ge=1, description="Requests a workflow run serves before it continues as new."
+    )
 
     def timeouts(self) -> ActivityTimeouts:
         return ActivityTimeouts(
@@ -68,7 +74,12 @@ class ThreadRequests:
         self.options = options
 
     def _start(self, thread_id: str, last_flow: str | None) -> ThreadRun:
-        return ThreadRun(thread_id, last_flow=last_flow, timeouts=self.options.timeouts(), requests_per_run=self.options.requests_per_run)
+        return ThreadRun(
+            thread_id,
+            last_flow=last_flow,
+            timeouts=self.options.timeouts(),
+            requests_per_run=self.options.requests_per_run,
+        )
 
     async def submit(self, thread_id: str, text: str | None, *, last_flow: str | None) -> str:
         """Queue a run (text None) or a person's message; returns the request id once stored.
@@ -84,7 +95,9 @@ class ThreadRequests:
             raise TemporalUnavailable(f"could not queue the request for thread {thread_id}: {exc}") from exc
         return request.id
 
-    async def submit_and_wait(self, thread_id: str, text: str | None, *, last_flow: str | None, timeout: float | None = None) -> Outcome:
+    async def submit_and_wait(
+        self, thread_id: str, text: str | None, *, last_flow: str | None, timeout: float | None = None
+    ) -> Outcome:
         request = Request(id=_request_id(), text=text)
         start = WithStartWorkflowOperation(
             ThreadWorkflow.run, self._start(thread_id, last_flow), id=workflow_id(thread_id),

@@ -146,7 +146,9 @@ class ThreadWorkflow:
         forced, self._forced = request.forced or self._forced, None
         request.forced = forced
         while True:
-            given = ExecutionInput(self._start.thread_id, request.id, request.text, self._last_flow, request.stop, request.forced)
+            given = ExecutionInput(
+                self._start.thread_id, request.id, request.text, self._last_flow, request.stop, request.forced
+            )
             try:
                 self._activity = workflow.start_activity(
                     EXECUTE_ACTIVITY, given, result_type=Outcome, **self._options(),
@@ -167,8 +169,10 @@ class ThreadWorkflow:
             "heartbeat_timeout": timedelta(seconds=t.heartbeat_seconds),
             "start_to_close_timeout": timedelta(seconds=t.start_to_close_seconds),
             "retry_policy": RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial_seconds), backoff_coefficient=2.0,
-                maximum_interval=timedelta(seconds=t.retry_max_seconds), maximum_attempts=t.max_attempts,
+                initial_interval=timedelta(seconds=t.retry_initial_seconds),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=t.retry_max_seconds),
+                maximum_attempts=t.max_attempts,
                 non_retryable_error_types=["ThreadNotFound"],
             ),
             "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
