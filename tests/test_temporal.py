@@ -278,3 +278,30 @@ async def test_temporal_a_dev_server_restart_mid_run_loses_nothing(pg_schema: st
         router.stop()
         server.stop()
         TOOL_RUNS.clear()
+
+
+async def test_temporal_a_busy_thread_continues_as_new_and_keeps_its_queue(stack: Stack) -> None:
+    from orchestrator.temporal.workflow import workflow_id
+
+    stack.options = stack.options.model_copy(update={"requests_per_run": 2})
+    server = await stack.runtime()
+    requests = await stack.client()
+    thread = await server.create_thread("chat")
+    texts = [f"message {i}" for i in range(5)]
+    for text in texts:  # queued before any worker: each run hands the rest of the queue on
+        await requests.submit(thread.id, text, last_flow=None)
+    await stack.worker()
+
+    async def all_answered() -> bool:
+        messages = (await server.storage.get_messages(thread.id)).messages
+        return sum(1 for m in messages if m.role == "assistant" and m.content and not m.tool_calls) == len(texts)
+
+    await _until(all_answered)
+    messages = (await server.storage.get_messages(thread.id)).messages
+    assert [m.content for m in messages if m.role == "user"] == texts
+
+    async def continued() -> bool:  # 5 requests, 2 per run: at least 3 runs (visibility lags a little)
+        runs = [r async for r in requests.client.list_workflows(f"WorkflowId = '{workflow_id(thread.id)}'")]
+        return len(runs) >= 3
+
+    await _until(continued, timeout=10)

@@ -70,8 +70,11 @@ class ExecutionActivities:
     async def execute(self, given: ExecutionInput) -> Outcome:
         info = activity.info()
         served_flow = info.heartbeat_details[0] if info.heartbeat_details else None
-        controls = Controls(given.stop, given.forced) if info.attempt == 1 else await self.controls(given)
+        controls = Controls(given.stop, given.forced)
         beat = asyncio.create_task(self._heartbeat(given.thread_id, served_flow))
+        # A retry also reads what was asked while the last attempt ran; not on the way to starting:
+        # the query may wait for the dead worker's sticky queue to time out.
+        heard = asyncio.create_task(self._catch_up(given, controls)) if info.attempt > 1 else None
         try:
             for _ in range(3):  # judged again when the thread moved between our look and our lease
                 thread = await self._thread(given.thread_id)
@@ -85,6 +88,21 @@ class ExecutionActivities:
             raise ApplicationError(f"thread {given.thread_id} kept moving under this attempt", type="ThreadMoved")
         finally:
             beat.cancel()
+            if heard is not None:
+                heard.cancel()
+
+    async def _catch_up(self, given: ExecutionInput, controls: Controls) -> None:
+        """Apply to the attempt (running, or about to start with `controls`) what the workflow recorded."""
+        found = await self.controls(given)
+        execution = self.runtime._running.get(given.thread_id)
+        if found.forced is not None and found.forced != given.forced:
+            controls.forced = found.forced
+            if execution is not None:
+                _apply(execution, "force_turn", found.forced, None)
+        if found.stop is not None and given.stop is None:
+            controls.stop = found.stop
+            if execution is not None:
+                _apply(execution, "stop", None, found.stop)
 
     async def _attempt(
         self, given: ExecutionInput, thread: ThreadRecord, judged: _Judged, controls: Controls
