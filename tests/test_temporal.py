@@ -305,3 +305,16 @@ async def test_temporal_a_busy_thread_continues_as_new_and_keeps_its_queue(stack
         return len(runs) >= 3
 
     await _until(continued, timeout=10)
+
+
+def test_temporal_command_line_names_what_is_missing(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    served = CliRunner().invoke(main, ["serve", "--temporal", "127.0.0.1:7233", "--db", str(tmp_path / "x.db")])
+    assert served.exit_code == 2 and "--temporal needs PostgreSQL storage" in served.output, served.output
+    worker = CliRunner().invoke(main, ["worker", "--storage", "postgresql://u@h/db"], env={"ORCHESTRATOR_TEMPORAL": ""})
+    assert worker.exit_code == 2 and "--temporal" in worker.output, worker.output
+    worker = CliRunner().invoke(main, ["worker", "--temporal", "127.0.0.1:7233", "--storage", "sqlite:///x.db"])
+    assert worker.exit_code == 2 and "expected postgresql://" in worker.output, worker.output
