@@ -171,6 +171,17 @@ if __name__ != "__main__":
             await asyncio.sleep(0.02)
         victim.send_signal(signal.SIGKILL)
 
+    async def _until_completed(db: Any, n: int, children: list[subprocess.Popen[str]], timeout: float) -> None:
+        """Wait for `n` completed threads; on timeout, say where each thread is and what the workers logged."""
+        try:
+            async with asyncio.timeout(timeout):
+                while await _completed(db) < n:
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            rows = await db.fetch("SELECT id, status FROM threads")
+            logs = {c.pid: Path(c.log_path).read_text()[-3000:] for c in children}  # type: ignore[attr-defined]
+            raise AssertionError(f"threads: {[(r['id'], r['status']) for r in rows]}; worker logs: {logs}") from None
+
     async def _completed(db: Any) -> int:
         return int(await db.fetchval("SELECT COUNT(*) FROM threads WHERE status = 'completed'"))
 
@@ -250,9 +261,7 @@ if __name__ != "__main__":
                     await asyncio.sleep(0.02)
             stalled.send_signal(signal.SIGSTOP)
             children.append(_spawn(tmp_path, "worker", pg_schema, redis_prefix, address, task_queue, "s1", env=slow)[0])
-            async with asyncio.timeout(90):
-                while await _completed(db) < len(ids):
-                    await asyncio.sleep(0.1)
+            await _until_completed(db, len(ids), children, timeout=150)
             stalled.send_signal(signal.SIGCONT)  # it wakes up believing it still runs its threads
             await asyncio.sleep(HEARTBEAT_TIMEOUT + 1.0)  # time for its late writes, which must be refused
             for t in ids:
