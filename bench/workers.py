@@ -42,8 +42,8 @@ async def _child(args: argparse.Namespace, schema: str, task_queue: str, tag: st
     import asyncpg
     import respx
     import structlog
-
     import test_worker_support as support
+
     from orchestrator.runtime import Runtime
     from orchestrator.settings import RuntimeSettings
     from orchestrator.storage.postgres import PostgresStorage
@@ -78,10 +78,10 @@ class _Setup:
 
     async def __aenter__(self) -> _Setup:
         import asyncpg
+        from test_worker_support import PG_DSN
 
         from orchestrator.storage.postgres import PostgresStorage
         from orchestrator.temporal import ThreadRequests, connect
-        from test_worker_support import PG_DSN
 
         self.storage = PostgresStorage(PG_DSN, schema=self.schema)
         await self.storage.open()
@@ -111,7 +111,6 @@ class _Setup:
 
     async def __aexit__(self, *_: object) -> None:
         import asyncpg
-
         from test_worker_support import PG_DSN
 
         for proc in self.procs:
