@@ -3,29 +3,41 @@
 Two Runtimes on one PostgreSQL, each with its own bus and its own Redis
 connections, stand for two processes: a worker that runs threads and a server
 whose subscribers watch them. (tests/test_multiprocess.py does it with real
-processes.)
+processes; the worker's side, tests/test_temporal.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import respx
-
 import test_worker_support as support
+from temporal_support import dev_server
+from test_worker_support import (  # noqa: F401
+    PG_DSN,
+    REDIS_URL,
+    SCRIPTED_CONFIG,
+    TOOL_RUNS,
+    UniqueIdsModel,
+    answer,
+    duo_definitions,
+    pg_schema,
+    redis_prefix,
+)
+
 from orchestrator.broker import RedisBroker
 from orchestrator.messages import Event
-from orchestrator.queue import ExecutionQueue
 from orchestrator.runtime import Runtime
 from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.base import StepWrite
 from orchestrator.storage.postgres import PostgresStorage
-from orchestrator.worker import Worker, submit
+from orchestrator.temporal import TemporalOptions, ThreadRequests, connect
+from orchestrator.worker import Worker
 from providers.config import config_from_dict
-from test_worker_support import PG_DSN, REDIS_URL, SCRIPTED_CONFIG, TOOL_RUNS, UniqueIdsModel, answer, duo_definitions, pg_schema, redis_prefix  # noqa: F401
 
 
 @pytest.fixture
@@ -69,12 +81,27 @@ def _stopped(event: Event) -> bool:
     return event.type == "execution_stopped"
 
 
-async def _start_worker(runtime: Runtime, broker: RedisBroker) -> tuple[Worker, asyncio.Event, asyncio.Task[None], ExecutionQueue]:
-    queue = ExecutionQueue.for_storage(runtime.storage)  # type: ignore[arg-type]
-    worker = Worker(runtime, queue, broker=broker, concurrency=4, poll_interval=0.2)
+class _Requests:
+    """The server's way to hand a thread to the workers (Temporal, on the tests' dev server)."""
+
+    def __init__(self, requests: ThreadRequests) -> None:
+        self.requests = requests
+
+    async def close(self) -> None:
+        pass
+
+
+async def _start_worker(runtime: Runtime, broker: RedisBroker) -> tuple[Worker, asyncio.Event, asyncio.Task[None], _Requests]:
+    options = TemporalOptions(address=dev_server().address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2)
+    worker = Worker(runtime, options, broker=broker, concurrency=4, drain_timeout=1)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
-    return worker, stop, task, queue
+    return worker, stop, task, _Requests(ThreadRequests(await connect(options), options))
+
+
+async def submit(server: Runtime, queue: _Requests, thread_id: str) -> str:
+    await server.services.bus.flush(thread_id)  # the API side's events first, as QueuedRuns does
+    return await queue.requests.submit(thread_id, None, last_flow=None)
 
 
 async def test_a_subscriber_in_another_process_sees_every_event_once_in_order(node: Any) -> None:
@@ -207,57 +234,6 @@ async def test_in_process_subscribers_get_a_held_end_in_order(node: Any) -> None
     await runtime.storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
     await bus.flush(thread.id)
     assert [(e.seq, e.type) for e in await watcher] == [(1, "thread_created"), (2, "execution_stopped"), (3, "custom")]
-
-
-async def test_the_worker_closing_a_served_request_streams_the_unstreamed_tail(node: Any) -> None:
-    server, _ = await node()
-    worker_rt, worker_broker = await node()
-    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
-    try:
-        thread = await server.create_thread("duo")
-        request_id = await submit(server, queue, thread.id)
-        await _collect(server, thread.id, 0, _stopped)
-        stored = await server.storage.events_after(thread.id, 0)
-        await _until_done(queue, request_id)
-        # as if the worker died after its last commit: the stream lacks the tail, the request is not done
-        kept = await worker_broker.events_between(thread.id, 0, stored[-3].seq)
-        await worker_broker._r().delete(worker_broker.stream_key(thread.id))
-        await worker_broker.append(thread.id, kept)
-        await queue._p().execute("UPDATE execution_requests SET status = 'queued' WHERE id = $1", request_id)
-        await _until_done(queue, request_id)
-    finally:
-        stop.set()
-        await task
-        await queue.close()
-    assert await worker_broker.last_seq(thread.id) == stored[-1].seq
-    assert [e.type for e in await worker_broker.events_between(thread.id, stored[-4].seq, None)] == [e.type for e in stored[-3:]]
-
-
-async def _until_done(queue: Any, request_id: Any) -> None:
-    async with asyncio.timeout(30):
-        while (await queue.get(request_id)).status != "done":
-            await asyncio.sleep(0.05)  # the worker runs in this loop: polling its request's row
-
-
-async def test_stop_from_another_process_reaches_the_running_execution(node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(support, "TOOL_DELAY", 60.0)  # the lookup tool hangs until stopped
-    server, server_broker = await node()
-    worker_rt, worker_broker = await node()
-    worker, stop, task, queue = await _start_worker(worker_rt, worker_broker)
-    try:
-        thread = await server.create_thread("duo")
-        request_id = await submit(server, queue, thread.id)
-        async with asyncio.timeout(30):
-            while not TOOL_RUNS:
-                await asyncio.sleep(0.02)
-        assert await server_broker.stop(thread.id, "operator said so") == 1  # one worker listening
-        await _until_done(queue, request_id)
-    finally:
-        stop.set()
-        await task
-        await queue.close()
-    record = await server.storage.get_thread(thread.id)
-    assert record.status == "stopped" and record.execution.reason == "operator said so"
 
 
 async def test_force_turn_checks_the_side(node: Any) -> None:

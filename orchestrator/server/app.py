@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
@@ -25,7 +25,16 @@ from .guard import SiteGuard
 from .limits import BodyLimit
 from .runs import QueuedRuns
 
+if TYPE_CHECKING:
+    from ..temporal import TemporalOptions, ThreadRequests
+
 STATIC = Path(__file__).parent / "static"
+
+
+async def _requests(options: TemporalOptions) -> ThreadRequests:
+    from ..temporal import ThreadRequests, connect
+
+    return ThreadRequests(await connect(options), options)
 
 
 def create_app(
@@ -34,42 +43,41 @@ def create_app(
     tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = 1_000_000,
     own_runtime: bool = False,
-    queue: Any = None,
+    temporal: TemporalOptions | None = None,
     broker: Any = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
 ) -> FastAPI:
     """The server for `runtime`. Tokens (`{token: user_id}`) join those of env
     ORCHESTRATOR_TOKENS; with none at all the server is open. `own_runtime`:
-    close the runtime when the app shuts down (the CLI's case). With `queue`
-    (an ExecutionQueue) and `broker` (a RedisBroker), workers run the
-    executions and this process only serves (see docs/deployment.md).
+    close the runtime when the app shuts down (the CLI's case). With `temporal`
+    (where the Temporal service is) and `broker` (a RedisBroker), workers run
+    the executions and this process only serves (see docs/deployment.md).
     `allowed_hosts`: the `Host` names served (None: any; `orchestrator serve`
     passes the loopback names when bound to loopback); `allowed_origins`:
     other origins whose pages may write and open sockets (see guard.py)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
-    if (queue is None) != (broker is None):
-        raise ValueError("create_app: pass both queue and broker (workers run executions) or neither")
-    runs = QueuedRuns(runtime, queue, broker) if queue is not None else None
-    state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)), runs)
+    if (temporal is None) != (broker is None):
+        raise ValueError("create_app: pass both temporal and broker (workers run executions) or neither")
+    state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.open()
         for token in state.auth.secrets():
             runtime.services.redactor.add(token)
-        if own_runtime and queue is not None:  # the CLI's queue and broker: ours to open and close
-            await queue.open()
-            await broker.open()
-            runtime.services.bus.use_broker(broker)
+        if temporal is not None:
+            state.runs = QueuedRuns(runtime, await _requests(temporal), broker)
+            if own_runtime:  # the CLI's broker: ours to open and close
+                await broker.open()
+                runtime.services.bus.use_broker(broker)
         try:
             yield
         finally:
             await state.runs.shutdown()
             if own_runtime:
-                if queue is not None:
-                    await queue.close()
+                if temporal is not None:
                     await broker.close()
                 await runtime.close()
 

@@ -79,9 +79,13 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
               help="YAML mapping token: user_id (adds to env ORCHESTRATOR_TOKENS).")  # fmt: skip
 @click.option("--max-body-bytes", default=1_000_000, show_default=True, type=click.IntRange(1))
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-@click.option("--queue", "use_queue", is_flag=True,
-              help="Workers run the executions: enqueue them in PostgreSQL (--db) and stream events from Redis (--redis).")  # fmt: skip
-@click.option("--redis", envvar="ORCHESTRATOR_REDIS", default=None, help="Redis URL for events across processes (with --queue).")
+@click.option("--temporal", "temporal", envvar="ORCHESTRATOR_TEMPORAL", default=None, metavar="HOST:PORT",
+              help="Workers run the executions: hand them to this Temporal service (needs --db postgresql://... and --redis).")  # fmt: skip
+@click.option("--namespace", envvar="ORCHESTRATOR_TEMPORAL_NAMESPACE", default="default", show_default=True, help="Temporal namespace (with --temporal).")
+@click.option("--task-queue", envvar="ORCHESTRATOR_TASK_QUEUE", default="orchestrator", show_default=True, help="Temporal task queue the workers poll (with --temporal).")
+@click.option("--heartbeat-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds without a heartbeat before an execution moves to another worker (with --temporal).")  # fmt: skip
+@click.option("--redis", envvar="ORCHESTRATOR_REDIS", default=None, help="Redis URL for events across processes (with --temporal).")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
               help="A Host name this server answers to (repeat; '*' for any). Default: the loopback names on loopback, any elsewhere.")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
@@ -92,7 +96,8 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
               help="Open connections at most; more are closed at once (kept under the file descriptor limit).")  # fmt: skip
 def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | None, replay: str | None,
            scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str,
-           use_queue: bool, redis: str | None, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
+           temporal: str | None, namespace: str, task_queue: str, heartbeat_timeout: float, redis: str | None,
+           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
            request_timeout: float, max_connections: int) -> None:  # fmt: skip
     """Serve the HTTP API, the per-thread WebSocket and the watch page."""
     import uvicorn
@@ -108,10 +113,12 @@ def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | 
     with _models(replay, scripted):
         with errors_as_messages(traceback=log_level == "debug"):  # a config or definitions error: one block
             runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
-        queue, broker = _queue_and_broker(runtime, redis) if use_queue else (None, None)
+        options, broker = (
+            _temporal_and_broker(runtime, temporal, namespace, task_queue, heartbeat_timeout, redis) if temporal else (None, None)
+        )
         hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
-        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, queue=queue, broker=broker,
-                         allowed_hosts=hosts, allowed_origins=allowed_origins)  # fmt: skip
+        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, temporal=options,
+                         broker=broker, allowed_hosts=hosts, allowed_origins=allowed_origins)  # fmt: skip
         if not app.state.server.auth.enabled and not is_loopback(host):
             raise click.UsageError(f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
                                    "every thread. Set ORCHESTRATOR_TOKENS or --tokens-file, or serve on 127.0.0.1.")  # fmt: skip
@@ -130,17 +137,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _queue_and_broker(runtime: Any, redis: str | None) -> tuple[Any, Any]:
+def _temporal_and_broker(runtime: Any, address: str, namespace: str, task_queue: str, heartbeat_timeout: float,
+                         redis: str | None) -> tuple[Any, Any]:  # fmt: skip
     from ..broker import RedisBroker
-    from ..queue import ExecutionQueue
     from ..storage.postgres import PostgresStorage
 
+    try:
+        from ..temporal import TemporalOptions
+    except ImportError:
+        raise click.UsageError("--temporal needs the Temporal SDK: pip install 'orchestrator-runtime[temporal]'") from None
     if not isinstance(runtime.storage, PostgresStorage):
-        raise click.UsageError("--queue needs PostgreSQL storage: pass --db postgresql://...")
+        raise click.UsageError("--temporal needs PostgreSQL storage shared with the workers: pass --db postgresql://...")
     redis = redis or runtime.settings.redis
     if not redis:
-        raise click.UsageError("--queue needs Redis for events across processes: pass --redis redis://... (or ORCHESTRATOR_REDIS)")
-    return ExecutionQueue.for_storage(runtime.storage), RedisBroker(redis)
+        raise click.UsageError("--temporal needs Redis for events across processes: pass --redis redis://... (or ORCHESTRATOR_REDIS)")
+    options = TemporalOptions(address=address, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout)
+    return options, RedisBroker(redis)
 
 
 serve = click.command("serve")(_serve)

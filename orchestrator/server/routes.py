@@ -16,11 +16,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..definitions import MessageArgs, ToolDefinition
 from ..executor import ExecutionFailed, ExecutionResult
+from ..messages import SideName
 from ..runtime import Runtime, Thread
 from ..storage.base import NotFoundError, ThreadBusyError
 from .auth import Authenticator, Principal
 from .errors import ApiError, error_responses
-from .runs import Runs
+from .runs import QueuedRequestFailed, QueuedRuns, Runs
 from .schemas import (
     ENV_NAME_PATTERN,
     MAX_JSON_DEPTH,
@@ -145,7 +146,7 @@ async def get_thread(thread_id: ThreadId, srv: Srv, who: Who) -> ThreadOut:
 _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: {"model": Started, "description": "started; follow it on the WebSocket"},
     200: {"model": ExecutionResultOut, "description": "with ?wait=true: how the execution ended"},
-    **error_responses(401, 404, 409, 422, 502),
+    **error_responses(401, 404, 409, 422, 502, 503),
 }
 
 
@@ -171,6 +172,8 @@ def _require_type(thread: Thread, expected: str, hint: str) -> None:
 
 
 async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool) -> JSONResponse:
+    if isinstance(srv.runs, QueuedRuns):
+        return await _start_queued(srv.runs, thread, text, wait)
     try:
         task = srv.runs.start(thread, text)
     except ThreadBusyError as exc:
@@ -187,6 +190,31 @@ async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool)
     return JSONResponse(result_out(result).model_dump(mode="json"), status_code=200)
 
 
+async def _start_queued(runs: QueuedRuns, thread: Thread, text: str | None, wait: bool) -> JSONResponse:
+    """Answered only once Temporal stored the request; with `wait`, once it ended."""
+    from ..temporal import TemporalUnavailable
+
+    try:
+        result = await runs.submit(thread, text, wait=wait)
+    except TemporalUnavailable as exc:
+        raise ApiError(503, "queue_unavailable", f"the request was not queued: {exc}") from None
+    except QueuedRequestFailed as exc:
+        raise ApiError(502, exc.code, str(exc)) from None
+    if result is None:
+        started = Started(thread_id=thread.id, events=f"/threads/{thread.id}/events")
+        return JSONResponse(started.model_dump(mode="json"), status_code=202)
+    return JSONResponse(result_out(result).model_dump(mode="json"), status_code=200)
+
+
+async def _queued_control(runs: QueuedRuns, thread: Thread, side: SideName | None) -> bool:
+    from ..temporal import TemporalUnavailable
+
+    try:
+        return await (runs.request_stop(thread) if side is None else runs.request_force_turn(thread, side))
+    except TemporalUnavailable as exc:
+        raise ApiError(503, "queue_unavailable", f"the request was not queued: {exc}") from None
+
+
 def result_out(result: ExecutionResult) -> ExecutionResultOut:
     return result
 
@@ -194,6 +222,9 @@ def result_out(result: ExecutionResult) -> ExecutionResultOut:
 @router.post("/threads/{thread_id}/stop", response_model=Control, responses=_THREAD, tags=["executions"])
 async def stop_thread(thread_id: ThreadId, srv: Srv, who: Who) -> Control:
     thread = await find_thread(srv, who, thread_id)
+    if isinstance(srv.runs, QueuedRuns):
+        running = await _queued_control(srv.runs, thread, None)
+        return Control(thread_id=thread.id, running=running, detail="stop requested: it applies to the running and queued requests")
     stopped = srv.runs.stop(thread)
     return Control(thread_id=thread.id, running=stopped, detail="stop requested" if stopped else "not running")
 
@@ -202,7 +233,8 @@ async def stop_thread(thread_id: ThreadId, srv: Srv, who: Who) -> Control:
 async def force_turn(thread_id: ThreadId, body: ForceTurn, srv: Srv, who: Who) -> Control:
     """Give the next turn to `side`: after the current step, or at the next execution."""
     thread = await find_thread(srv, who, thread_id)
-    now = srv.runs.force_turn(thread, body.side)
+    queued = isinstance(srv.runs, QueuedRuns)
+    now = await _queued_control(srv.runs, thread, body.side) if queued else srv.runs.force_turn(thread, body.side)
     detail = f"side {body.side} takes the next turn" + ("" if now else " of the next execution")
     return Control(thread_id=thread.id, running=now, detail=detail)
 

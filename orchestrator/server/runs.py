@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -20,6 +20,9 @@ from ..executor import ExecutionFailed, ExecutionResult
 from ..messages import SideName
 from ..runtime import Runtime, Thread
 from ..storage.base import ThreadBusyError
+
+if TYPE_CHECKING:
+    from ..temporal import ThreadRequests
 
 _log = structlog.get_logger("orchestrator.server")
 
@@ -100,29 +103,78 @@ class Runs:
 
 
 class QueuedRuns(Runs):
-    """Executions run by workers (`orchestrator worker`): starting one puts it on
-    the PostgreSQL queue; stop and force_turn travel to the worker holding the
-    thread through the broker. Busy threads are refused by the workers' leases."""
+    """Executions run by workers (`orchestrator worker`) on Temporal: each request
+    goes to the thread's workflow and is answered only once Temporal stored it
+    (`TemporalUnavailable` otherwise, which the route turns into a 503). Stop and
+    force-turn are stored the same way, then also sent live on the broker."""
 
     queued = True
 
-    def __init__(self, runtime: Runtime, queue: Any, broker: Any) -> None:
+    def __init__(self, runtime: Runtime, requests: ThreadRequests, broker: Any) -> None:
         super().__init__(runtime)
-        self._queue = queue
+        self.requests = requests
         self._broker = broker
 
     def running(self, thread_id: str) -> bool:
         return False  # only the workers know; the thread's status says "running"
 
-    def start(self, thread: Thread, text: str | None) -> asyncio.Task[Any]:
-        from ..worker import submit
+    def start(self, thread: Thread, text: str | None) -> asyncio.Task[ExecutionResult]:
+        raise TypeError("QueuedRuns: use `await submit(...)`: a queued request is answered once Temporal stored it")
 
-        return asyncio.get_running_loop().create_task(submit(self._runtime, self._queue, thread.id, text))
+    async def submit(self, thread: Thread, text: str | None, *, wait: bool = False) -> ExecutionResult | None:
+        """Queue a run or a person's message; with `wait`, the result once it ended."""
+        await self._runtime.open()
+        await self._runtime.services.bus.flush(thread.id)  # the API side's events first: the worker numbers on from them
+        last_flow = await self._last_flow(thread.id)
+        if not wait:
+            await self.requests.submit(thread.id, text, last_flow=last_flow)
+            return None
+        outcome = await self.requests.submit_and_wait(thread.id, text, last_flow=last_flow)
+        if outcome.error is not None or outcome.flow_id is None:
+            raise QueuedRequestFailed(outcome.code or "not_served", outcome.error or "the request was not served")
+        return await self._result(thread.id, outcome.flow_id)
 
-    def force_turn(self, thread: Thread, side: SideName) -> bool:
-        asyncio.get_running_loop().create_task(self._broker.force_turn(thread.id, side))
-        return True
+    async def request_stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
+        """True when the thread has requests (running or queued) the stop now applies to."""
+        delivered = await self.requests.stop(thread.id, reason)
+        if delivered:
+            await self._live(self._broker.stop(thread.id, reason))
+        return delivered and (await self._runtime.storage.get_thread(thread.id)).status == "running"
 
-    def stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
-        asyncio.get_running_loop().create_task(self._broker.stop(thread.id, reason))
-        return True
+    async def request_force_turn(self, thread: Thread, side: SideName) -> bool:
+        await self.requests.force_turn(thread.id, side, last_flow=await self._last_flow(thread.id))
+        await self._live(self._broker.force_turn(thread.id, side))
+        return (await self._runtime.storage.get_thread(thread.id)).status == "running"
+
+    async def _live(self, send: Any) -> None:
+        try:
+            await send
+        except Exception as exc:  # the workflow has it: the running attempt applies it on its next start
+            _log.warning("live_control_failed", error=str(exc))
+
+    async def _last_flow(self, thread_id: str) -> str | None:
+        record = await self._runtime.storage.get_thread(thread_id)
+        return record.execution.flow_id if record.execution is not None else None
+
+    async def _result(self, thread_id: str, flow_id: str) -> ExecutionResult:
+        """The result of a served request, from storage (Temporal carries ids, not transcripts)."""
+        record = await self._runtime.storage.get_thread(thread_id)
+        snap = record.execution
+        messages = (await self._runtime.storage.get_messages(thread_id, include_silent=True)).messages
+        new = [m for m in messages if m.flow_id == flow_id]
+        output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        ran = snap is not None and snap.flow_id == flow_id
+        return ExecutionResult(
+            thread_id=thread_id, flow_id=flow_id, stopped_by=snap.stopped_by if ran else None,
+            reason=(snap.reason if ran else None) or "rest", step_count=snap.step_count if ran else 0,
+            side_a_step_count=snap.side_a_step_count if ran else 0, side_b_step_count=snap.side_b_step_count if ran else 0,
+            usage=record.usage, output=output, new_messages=new,
+        )  # fmt: skip
+
+
+class QueuedRequestFailed(RuntimeError):
+    """A waited-for request ended without being served (`code`: execution_failed or not_served)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,11 @@
+"""Executions across machines on Temporal (optional: `pip install 'orchestrator[temporal]'`).
+
+One workflow per thread keeps its requests (run, send) in order and durable;
+each request runs as an activity that calls the executor. `ThreadRequests` is
+the server's side, `orchestrator.worker.Worker` the workers'. See
+docs/deployment.md.
+"""
+
+from .client import TemporalOptions, TemporalUnavailable, ThreadRequests, connect
+
+__all__ = ["TemporalOptions", "TemporalUnavailable", "ThreadRequests", "connect"]
