@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from ..results import AttachmentRef
 from ..storage.base import NotFoundError
 from .errors import ApiError, error_responses
 from .routes import Srv, ThreadId, Who, find_thread
@@ -36,13 +37,9 @@ FileId = Annotated[str, Path(min_length=1, max_length=200, description="File id,
 router = APIRouter(tags=["files"])
 
 
-class FileOut(BaseModel):
-    id: str
-    name: str
-    mime_type: str
-    size: int
-    width: int | None = None
-    height: int | None = None
+class FileOut(AttachmentRef):
+    """An attachment as the file list shows it: where it is and how it is served."""
+
     message_seq: int  # the message that carries it
     url: str
     inline: bool  # served for display (an image) rather than as a download
@@ -66,12 +63,7 @@ async def list_files(thread_id: ThreadId, srv: Srv, who: Who) -> FileList:
             seen.add(ref.id)
             files.append(
                 FileOut(
-                    id=ref.id,
-                    name=ref.name,
-                    mime_type=ref.mime_type,
-                    size=ref.size,
-                    width=ref.width,
-                    height=ref.height,
+                    **ref.model_dump(),
                     message_seq=message.seq,
                     url=f"/threads/{quote(thread_id, safe='')}/files/{quote(ref.id, safe='')}",
                     inline=ref.mime_type in INLINE_TYPES,
