@@ -1,4 +1,4 @@
-"""Executions across machines on Temporal (optional: `pip install 'orchestrator[temporal]'`).
+"""Executions across machines on Temporal (optional: `pip install 'orchestrator-runtime[temporal]'`).
 
 One workflow per thread keeps its requests (run, send) in order and durable;
 each request runs as an activity that calls the executor. `ThreadRequests` is
