@@ -242,10 +242,6 @@ if __name__ != "__main__":
         finally:
             _stop_all(children)
 
-    @pytest.mark.skip(reason=(
-        "known bug, issue 19 stays open: after the SIGSTOP, one of the six threads sometimes stays 'idle' for good "
-        "(1 run in 2 on a quiet machine, 2026-11-30); its request is never served by the live worker"
-    ))
     async def test_temporal_a_stalled_worker_is_fenced_out_and_nothing_is_duplicated(shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path) -> None:
         storage, db, address, task_queue = shared
         from orchestrator.messages import ThreadRecord

@@ -96,8 +96,13 @@ class PostgresStorage(Storage):
             return
         import asyncpg
 
-        settings = {"search_path": self.schema} if self.schema else {}
+        # A process stopped mid-transaction (SIGSTOP, a frozen VM) keeps its row locks, the lease rows
+        # included, for as long as it stays stopped: it can sit inside an extended-protocol query ("active",
+        # waiting for the client) as well as "idle in transaction". Bound both, and bound lock waits, so the
+        # server ends such a session and the next attempt takes the thread (found by the SIGSTOP worker test).
+        settings = {"statement_timeout": "15000", "idle_in_transaction_session_timeout": "5000", "lock_timeout": "15000"}
         if self.schema:
+            settings["search_path"] = self.schema
             conn = await asyncpg.connect(self.dsn)
             try:
                 await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
