@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from httpx_sse import EventSource
+from .sse_json import json_events
 
 from .litellm_params import optional_params
 from .stream import (
@@ -152,42 +152,20 @@ def warm_up() -> None:
     )
 
 
-async def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
-    """Yield each event's data as a dict; every failure is a LiteLLM exception.
+def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
+    """Yield each event's data as a dict; every failure is a LiteLLM exception (see `sse_json`).
 
-    The stream's end marker is `message_stop`: a body that ends (cleanly or not) before it is a cut
-    stream (`httpx.RemoteProtocolError`, retried); a connection dropped after it is a finished answer.
-    An `error` event is mapped by its type (`overloaded_error` is retried, `invalid_request_error` is not).
+    The stream's end marker is `message_stop`. An `error` event is mapped by its type
+    (`overloaded_error` is retried, `invalid_request_error` is not).
     """
-    import httpx
-    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
 
-    client = get_async_httpx_client(llm_provider="anthropic")
-    response = None
-    finished = False
-    try:
-        response = await client.post(
-            request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True
-        )
-        async for sse in EventSource(response).aiter_sse():
-            if not sse.data:
-                continue
-            event = json.loads(sse.data)
-            kind = event.get("type")
-            if kind == "error":
-                raise _error_event(request.model, event.get("error"))
-            finished = finished or kind == "message_stop"
-            yield event
-        if not finished:
-            raise httpx.RemoteProtocolError("Anthropic stream ended before message_stop", request=response.request)
-    except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
-        if not finished:
-            raise await _mapped(request.model, exc) from None
-    except Exception as exc:  # noqa: BLE001 - mapped, then raised
-        raise await _mapped(request.model, exc) from None
-    finally:
-        if response is not None:
-            await response.aclose()
+    def inband(event: dict[str, Any]) -> Exception | None:
+        return _error_event(request.model, event.get("error")) if event.get("type") == "error" else None
+
+    return json_events(
+        "anthropic", request, inband_error=inband, ends=lambda event: event.get("type") == "message_stop",
+        cut="Anthropic stream ended before message_stop", mapped=_mapped,
+    )
 
 
 def _error_event(model: str, error: Any) -> Exception:

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from httpx_sse import EventSource
+from .sse_json import json_events
 
 from .litellm_params import optional_params
 from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
@@ -138,41 +138,16 @@ def warm_up() -> None:
     )
 
 
-async def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
-    """Yield each `GenerateContentResponse` chunk as a dict; every failure is a LiteLLM exception.
+def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
+    """Yield each `GenerateContentResponse` chunk as a dict; every failure is a LiteLLM exception (see `sse_json`).
 
-    The end marker is a candidate with a `finishReason` (or a prompt blocked by `promptFeedback.blockReason`):
-    a body that ends before one is a cut stream (`httpx.RemoteProtocolError`, retried), a connection dropped
-    after one a finished answer. A chunk carrying `error` is raised as the status it names.
+    The end marker is a candidate with a `finishReason` (or a prompt blocked by `promptFeedback.blockReason`).
+    A chunk carrying `error` is raised as the status it names.
     """
-    import httpx
-    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
-
-    client = get_async_httpx_client(llm_provider="gemini")
-    response = None
-    finished = False
-    try:
-        response = await client.post(
-            request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True
-        )
-        async for sse in EventSource(response).aiter_sse():
-            if not sse.data:
-                continue
-            chunk = json.loads(sse.data)
-            if "error" in chunk:
-                raise _error_chunk(chunk["error"])
-            finished = finished or _ends(chunk)
-            yield chunk
-        if not finished:
-            raise httpx.RemoteProtocolError("Gemini stream ended before a finishReason", request=response.request)
-    except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
-        if not finished:
-            raise await _mapped(request.model, exc) from None
-    except Exception as exc:  # noqa: BLE001 - mapped, then raised
-        raise await _mapped(request.model, exc) from None
-    finally:
-        if response is not None:
-            await response.aclose()
+    return json_events(
+        "gemini", request, inband_error=lambda chunk: _error_chunk(chunk["error"]) if "error" in chunk else None,
+        ends=_ends, cut="Gemini stream ended before a finishReason", mapped=_mapped,
+    )
 
 
 def _ends(chunk: dict[str, Any]) -> bool:
