@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from providers.sse import SSECall, anthropic_events, gemini_events, openai_events  # noqa: E402
+from providers.sse import SSECall, anthropic_events, gemini_events, openai_events
 
 _NAME = re.compile(r"^(?:[a-z_]+/)?bench-(?P<scenario>[a-d])(?:@(?P<params>[a-z0-9=,_.]*))?$")
 _WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jovial zebras "
@@ -120,14 +120,18 @@ def _events(wire: str, p: Params, tool_results: int) -> tuple[list[bytes], int |
     events = build(text, calls, model=f"bench-{p.scenario}", usage=(100, max(1, len(text) // 4)), chunk_size=p.size)
     closing = _closing_delta(p) if p.scenario == "d" and calls and wire == "openai" else None
     if len(events) > 2 * _BATCH:
-        return [b"".join(events[i : i + _BATCH]) for i in range(0, len(events), _BATCH)], None if closing is None else closing // _BATCH
+        return [
+            b"".join(events[i : i + _BATCH]) for i in range(0, len(events), _BATCH)
+        ], None if closing is None else closing // _BATCH
     return events, closing
 
 
 def _tool_results(wire: str, body: dict[str, Any]) -> int:
     if wire == "gemini":
         return sum(
-            1 for content in body.get("contents", []) for part in content.get("parts", [])
+            1
+            for content in body.get("contents", [])
+            for part in content.get("parts", [])
             if "function_response" in part or "functionResponse" in part
         )
     count = 0
@@ -135,7 +139,9 @@ def _tool_results(wire: str, body: dict[str, Any]) -> int:
         if wire == "openai":
             count += message.get("role") == "tool"
         elif isinstance(message.get("content"), list):
-            count += sum(1 for block in message["content"] if isinstance(block, dict) and block.get("type") == "tool_result")
+            count += sum(
+                1 for block in message["content"] if isinstance(block, dict) and block.get("type") == "tool_result"
+            )
     return count
 
 
@@ -151,12 +157,17 @@ def _completion(events: list[bytes]) -> dict[str, Any]:
             delta = choice["delta"]
             text += delta.get("content") or ""
             for call in delta.get("tool_calls") or []:
-                slot = calls.setdefault(call["index"], {"id": call.get("id"), "type": "function", "function": {"name": "", "arguments": ""}})
+                slot = calls.setdefault(
+                    call["index"], {"id": call.get("id"), "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 slot["function"]["name"] += (call.get("function") or {}).get("name") or ""
                 slot["function"]["arguments"] += (call.get("function") or {}).get("arguments") or ""
     message = {"role": "assistant", "content": text or None, "tool_calls": list(calls.values()) or None}
     return {
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000, "model": "bench",
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "bench",
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
     }
@@ -213,7 +224,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if not body.get("stream"):
         await _send_json(send, 200, _completion(events) if wire == "openai" else {"error": "stream only"})
         return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        }
+    )
     for index, event in enumerate(events):
         await send({"type": "http.response.body", "body": event, "more_body": True})
         if index == closing:
@@ -240,7 +257,9 @@ def main() -> None:
     args = parser.parse_args()
     loop = "uvloop" if _has("uvloop") else "asyncio"
     http = "httptools" if _has("httptools") else "h11"
-    uvicorn.run(app, host=args.host, port=args.port, loop=loop, http=http, log_level="warning", access_log=False, backlog=4096)
+    uvicorn.run(
+        app, host=args.host, port=args.port, loop=loop, http=http, log_level="warning", access_log=False, backlog=4096
+    )
 
 
 def _has(module: str) -> bool:

@@ -24,11 +24,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def _rows(points: int) -> list[tuple[str, str, str, str]]:
     import structlog
-
     import test_faults_provider as provider
     import test_faults_tools as tools
-    from orchestrator.logs import configure_logging
     from test_crash_resume import crash_loop
+
+    from orchestrator.logs import configure_logging
 
     configure_logging("ERROR", stream=sys.stderr)
     rows: list[tuple[str, str, str, str]] = []
@@ -37,7 +37,7 @@ def _rows(points: int) -> list[tuple[str, str, str, str]]:
             try:
                 outcome = asyncio.run(scenario(Path(tmp)))
                 rows.append((outcome.fault, outcome.result, str(outcome.lost), str(outcome.duplicate_tool_runs)))
-            except Exception as exc:  # noqa: BLE001 - a broken scenario is a row, not a crash
+            except Exception as exc:
                 known = {**provider.KNOWN_BUGS, **tools.KNOWN_BUGS}.get(scenario.__name__, "")
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:110]
                 rows.append((scenario.__name__, f"BROKEN{f' ({known})' if known else ''}: {first}", "-", "-"))
@@ -50,7 +50,14 @@ def _rows(points: int) -> list[tuple[str, str, str, str]]:
         f"tool re-runs before their result was stored: {report.tool_reruns_before_store}; "
         f"event log gaps: {len(report.event_problems)} threads"
     )
-    rows.append((f"kill -9 during dual_ai runs, then resume ({points} points)", result, str(report.lost + report.duplicated), str(report.duplicate_tool_runs)))
+    rows.append(
+        (
+            f"kill -9 during dual_ai runs, then resume ({points} points)",
+            result,
+            str(report.lost + report.duplicated),
+            str(report.duplicate_tool_runs),
+        )
+    )
     return rows
 
 

@@ -36,8 +36,8 @@ import respx  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from orchestrator import Side, define_agent, define_prompt, define_tool  # noqa: E402
-from orchestrator.loader import Definitions  # noqa: E402
 from orchestrator.env import Redactor  # noqa: E402
+from orchestrator.loader import Definitions  # noqa: E402
 from orchestrator.runtime import Runtime  # noqa: E402
 from orchestrator.settings import RuntimeSettings  # noqa: E402
 from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
@@ -68,14 +68,21 @@ def _secret(i: int) -> str:
 async def _runs(scope: str, secrets: int, runs: int) -> float:
     """Median ms of Alice's run with `secrets` secrets known in `scope` ('none', 'others', 'global')."""
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-redaction-0123456789")
-    config = config_from_dict({"providers": {"openai": {"api_key": "${OPENAI_API_KEY}"}},
-                               "models": {"gpt": {"provider": "openai", "model": "gpt-4o-mini"}}, "default_model": "gpt"})  # fmt: skip
+    config = config_from_dict(
+        {
+            "providers": {"openai": {"api_key": "${OPENAI_API_KEY}"}},
+            "models": {"gpt": {"provider": "openai", "model": "gpt-4o-mini"}},
+            "default_model": "gpt",
+        }
+    )
     script = [ScriptedResponse(tool_calls=[ScriptedCall("lookup", {})]), ScriptedResponse(text="done")] * (runs + 1)
     model = ScriptedModel(script, wire="openai")
     timings: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, respx.mock(assert_all_called=False) as router:
         model.mount(router, "https://api.openai.com/v1")
-        runtime = Runtime(_definitions(), config=config, storage=SQLiteStorage(f"{tmp}/bench.db"), settings=RuntimeSettings())
+        runtime = Runtime(
+            _definitions(), config=config, storage=SQLiteStorage(f"{tmp}/bench.db"), settings=RuntimeSettings()
+        )
         async with runtime:
             for i in range(secrets if scope != "none" else 0):
                 runtime.services.redactor.add(_secret(i), f"thr_other_{i}" if scope == "others" else None)
@@ -132,9 +139,12 @@ def main() -> None:
     print(f"| Alice's run (median of {options.runs}) | ms |")
     print("|---|---:|")
     asyncio.run(_runs("none", 0, 2))  # warm up: imports, LiteLLM's first request
-    for label, scope in (("no other secrets", "none"), (f"{options.secrets:,} secrets in other threads", "others"),
-                         (f"{options.secrets:,} global secrets (all apply to her)", "global"),
-                         (f"{options.secrets:,} secrets, the old runtime-wide loop (before issue 15)", "old")):  # fmt: skip
+    for label, scope in (
+        ("no other secrets", "none"),
+        (f"{options.secrets:,} secrets in other threads", "others"),
+        (f"{options.secrets:,} global secrets (all apply to her)", "global"),
+        (f"{options.secrets:,} secrets, the old runtime-wide loop (before issue 15)", "old"),
+    ):
         print(f"| {label} | {asyncio.run(_runs(scope, options.secrets, options.runs)):.1f} |", flush=True)
     print()
     print("| secrets | old loop, per 4 KB text (us) | compiled matcher (us) |")

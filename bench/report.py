@@ -13,11 +13,26 @@ from typing import Any
 from bench.contenders import LABELS
 
 _VERSIONS = ("litellm", "openai", "openai-agents", "pydantic-ai-slim", "httpx", "aiohttp")
-_FLOORS = {"runtime_anthropic": "litellm_anthropic", "runtime_anthropic_litellm": "litellm_anthropic", "litellm_anthropic": "litellm_anthropic",
-           "runtime_gemini": "litellm_gemini", "runtime_gemini_litellm": "litellm_gemini", "litellm_gemini": "litellm_gemini"}
-_WIRES = (("OpenAI", "runtime", "runtime_litellm", "litellm"), ("Anthropic", "runtime_anthropic", "runtime_anthropic_litellm", "litellm_anthropic"),
-          ("Gemini", "runtime_gemini", "runtime_gemini_litellm", "litellm_gemini"))
-_REFERENCE_B = {"openai": 30, "litellm": 100, "agents_litellm": 111, "agents_native": 46, "pydantic_ai": 76}  # ms, independent run
+_FLOORS = {
+    "runtime_anthropic": "litellm_anthropic",
+    "runtime_anthropic_litellm": "litellm_anthropic",
+    "litellm_anthropic": "litellm_anthropic",
+    "runtime_gemini": "litellm_gemini",
+    "runtime_gemini_litellm": "litellm_gemini",
+    "litellm_gemini": "litellm_gemini",
+}
+_WIRES = (
+    ("OpenAI", "runtime", "runtime_litellm", "litellm"),
+    ("Anthropic", "runtime_anthropic", "runtime_anthropic_litellm", "litellm_anthropic"),
+    ("Gemini", "runtime_gemini", "runtime_gemini_litellm", "litellm_gemini"),
+)
+_REFERENCE_B = {
+    "openai": 30,
+    "litellm": 100,
+    "agents_litellm": 111,
+    "agents_native": 46,
+    "pydantic_ai": 76,
+}  # ms, independent run
 
 
 def machine() -> dict[str, Any]:
@@ -35,7 +50,13 @@ def machine() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "-"
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "system": platform.platform(), "versions": versions}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "versions": versions,
+    }
 
 
 def _ms(seconds: float) -> str:
@@ -120,7 +141,9 @@ def _targets(results: dict[str, Any]) -> list[str]:
     for scenario in "ab":
         ratio = per_step(scenario, "runtime") / per_step(scenario, "litellm")
         cpu = per_step(scenario, "runtime", "cpu") / per_step(scenario, "litellm", "cpu")
-        rows.append(f"| overhead over bare LiteLLM loop <= 10% per step, ({scenario}), as shipped | wall x{ratio:.2f}, CPU x{cpu:.2f} | {_verdict(ratio <= 1.10)} |")
+        rows.append(
+            f"| overhead over bare LiteLLM loop <= 10% per step, ({scenario}), as shipped | wall x{ratio:.2f}, CPU x{cpu:.2f} | {_verdict(ratio <= 1.10)} |"
+        )
     rows += _provider_targets(sc)
     own = results.get("own") or {}
     for scenario in "ab":
@@ -130,30 +153,46 @@ def _targets(results: dict[str, Any]) -> list[str]:
         text = f"{_ms(_med(own[scenario]['cpu']) / max(1, own[scenario]['steps']))} ms CPU per step = {share:.0%} of a bare LiteLLM step"
         if "runtime_litellm" in sc[scenario]:
             text += f"; `stream: litellm` end to end: x{per_step(scenario, 'runtime_litellm') / per_step(scenario, 'litellm'):.2f} wall"
-        rows.append(f"| the runtime's own work (model replayed, no HTTP) <= 10% of a bare LiteLLM step, ({scenario}) | {text} | {_verdict(share <= 0.10)} |")
+        rows.append(
+            f"| the runtime's own work (model replayed, no HTTP) <= 10% of a bare LiteLLM step, ({scenario}) | {text} | {_verdict(share <= 0.10)} |"
+        )
     for scenario in "bc":
         ours = _med(sc[scenario]["runtime"]["wall"]) if "runtime" in sc[scenario] else float("nan")
-        peers = {k: ours / _med(sc[scenario][k]["wall"]) for k in ("agents_litellm", "agents_native", "pydantic_ai") if k in sc[scenario]}
+        peers = {
+            k: ours / _med(sc[scenario][k]["wall"])
+            for k in ("agents_litellm", "agents_native", "pydantic_ai")
+            if k in sc[scenario]
+        }
         text = ", ".join(f"x{v:.2f} vs {LABELS[k]}" for k, v in peers.items())
         ok = peers["agents_litellm"] < 1.0 if "agents_litellm" in peers else None
         rows.append(f"| faster per conversation than Agents SDK + LiteLLM ({scenario}) | {text} | {_verdict(ok)} |")
     if "pydantic_ai" in sc["b"] and "runtime" in sc["b"]:
         ratio = _med(sc["b"]["runtime"]["wall"]) / _med(sc["b"]["pydantic_ai"]["wall"])
         floor = _med(sc["b"]["runtime"]["wall"]) / _med(sc["b"]["litellm"]["wall"])
-        rows.append(f"| stretch: beat PydanticAI per conversation in (b), OpenAI wire reader | x{ratio:.2f} vs PydanticAI, x{floor:.2f} vs bare LiteLLM loop | {_verdict(ratio < 1.0)} |")
+        rows.append(
+            f"| stretch: beat PydanticAI per conversation in (b), OpenAI wire reader | x{ratio:.2f} vs PydanticAI, x{floor:.2f} vs bare LiteLLM loop | {_verdict(ratio < 1.0)} |"
+        )
     if results.get("load", {}).get("runtime"):
         scaling = _scaling(results["load"]["runtime"])
         text = ", ".join(f"x{lvl}: {rate:.1f}/s ({eff:.0%})" for lvl, rate, eff in scaling)
-        rows.append(f"| linear scaling to 1,000 until CPU-bound (efficiency >= 80%) | {text} | {_verdict(all(e >= 0.8 for _, _, e in scaling))} |")
+        rows.append(
+            f"| linear scaling to 1,000 until CPU-bound (efficiency >= 80%) | {text} | {_verdict(all(e >= 0.8 for _, _, e in scaling))} |"
+        )
     idle = (results.get("memory") or {}).get("idle")
     if idle:
-        rows.append(f"| memory per idle thread < 50 KB | RSS {idle['rss_per_thread'] / 1024:.1f} KB, Python heap {idle['heap_per_thread'] / 1024:.1f} KB | {_verdict(idle['rss_per_thread'] < 50 * 1024)} |")
+        rows.append(
+            f"| memory per idle thread < 50 KB | RSS {idle['rss_per_thread'] / 1024:.1f} KB, Python heap {idle['heap_per_thread'] / 1024:.1f} KB | {_verdict(idle['rss_per_thread'] < 50 * 1024)} |"
+        )
     rows += _progress_targets(results)
     cold = results["cold"]
     help_s = _med(cold["help"])
-    rows.append(f"| `orchestrator --help` < 0.3 s | {help_s:.3f} s median | {_verdict(help_s < 0.3 and cold['help_ok'])} |")
+    rows.append(
+        f"| `orchestrator --help` < 0.3 s | {help_s:.3f} s median | {_verdict(help_s < 0.3 and cold['help_ok'])} |"
+    )
     demo = f"{cold['demo']:.2f} s" if cold["demo"] is not None else "-"
-    rows.append(f"| README demo `orchestrator run support_demo` (no target) | {demo} {cold['demo_note'] or ''} | {_verdict(None if cold['demo'] is None else cold['demo_note'] is None)} |")
+    rows.append(
+        f"| README demo `orchestrator run support_demo` (no target) | {demo} {cold['demo_note'] or ''} | {_verdict(None if cold['demo'] is None else cold['demo_note'] is None)} |"
+    )
     for gc in results.get("gc") or []:
         plain, frozen = gc["plain"], gc["frozen"]
         text = (
@@ -161,7 +200,9 @@ def _targets(results: dict[str, Any]) -> list[str]:
             f"max pause {_ms(frozen['gc_max_pause'])} ms; with `gc_freeze` off p99 {_ms(_pct(plain['latencies'], 0.99))} ms, "
             f"{plain['gc_full']} full GCs, max pause {_ms(plain['gc_max_pause'])} ms"
         )
-        rows.append(f"| no GC spikes (full-collection pause <= 50 ms, runtime as shipped), x{gc['level']} | {text} | {_verdict(frozen['gc_max_pause'] <= 0.05)} |")
+        rows.append(
+            f"| no GC spikes (full-collection pause <= 50 ms, runtime as shipped), x{gc['level']} | {text} | {_verdict(frozen['gc_max_pause'] <= 0.05)} |"
+        )
     return rows
 
 
@@ -181,13 +222,17 @@ def _provider_targets(sc: dict[str, Any]) -> list[str]:
             if ratio == ratio:  # ran
                 target = "<= x1.25" if scenario == "b" else "(no target)"
                 verdict = _verdict(ratio <= 1.25) if scenario == "b" else "n/a"
-                rows.append(f"| ({scenario}) {name} conversation, wire reader, {target} of the OpenAI wire reader | "
-                            f"{_ms(wall(scenario, reader))} vs {_ms(base)} ms: x{ratio:.2f} | {verdict} |")
+                rows.append(
+                    f"| ({scenario}) {name} conversation, wire reader, {target} of the OpenAI wire reader | "
+                    f"{_ms(wall(scenario, reader))} vs {_ms(base)} ms: x{ratio:.2f} | {verdict} |"
+                )
         for name, _, litellm_path, loop in _WIRES:
             ratio = wall(scenario, litellm_path) / wall(scenario, loop)
             if ratio == ratio:
-                rows.append(f"| ({scenario}) {name}, `stream: litellm` (LiteLLM's stream) <= x1.10 of the bare acompletion loop | "
-                            f"{_ms(wall(scenario, litellm_path))} vs {_ms(wall(scenario, loop))} ms: x{ratio:.2f} | {_verdict(ratio <= 1.10)} |")
+                rows.append(
+                    f"| ({scenario}) {name}, `stream: litellm` (LiteLLM's stream) <= x1.10 of the bare acompletion loop | "
+                    f"{_ms(wall(scenario, litellm_path))} vs {_ms(wall(scenario, loop))} ms: x{ratio:.2f} | {_verdict(ratio <= 1.10)} |"
+                )
     return rows
 
 
@@ -204,10 +249,14 @@ def _progress_targets(results: dict[str, Any]) -> list[str]:
         )
         (one_key, one), (ten_key, ten) = list(progress.items())
         ratio = one["wall"] / ten["wall"]
-        rows.append(f"| progress cost linear, end to end (OpenAI wire reader): {one_key} vs {ten_key} within 2x | {_ms(one['wall'])} ms vs {_ms(ten['wall'])} ms (x{ratio:.2f}) | {_verdict(0.5 <= ratio <= 2.0)} |")
+        rows.append(
+            f"| progress cost linear, end to end (OpenAI wire reader): {one_key} vs {ten_key} within 2x | {_ms(one['wall'])} ms vs {_ms(ten['wall'])} ms (x{ratio:.2f}) | {_verdict(0.5 <= ratio <= 2.0)} |"
+        )
     micro = results.get("progress_micro") or {}
     if micro.get("ok") is not None:
-        rows.append(f"| progress detection alone (bench/progress.py): 1 MB vs ten 100 KB within 2x | see bench/progress.py output below | {_verdict(micro['ok'])} |")
+        rows.append(
+            f"| progress detection alone (bench/progress.py): 1 MB vs ten 100 KB within 2x | see bench/progress.py output below | {_verdict(micro['ok'])} |"
+        )
     return rows
 
 
@@ -238,31 +287,54 @@ def write_report(results: dict[str, Any], out_dir: Path) -> str:
         lines += ["", "## Concurrency (scenario a, 50 ms provider latency)", *_load_table(results["load"])]
     if results.get("memory"):
         running = results["memory"]["running"]
-        lines += ["", "## Memory per running conversation (while waiting on the provider)", "| contender | Python heap KB (tracemalloc) | RSS KB |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "## Memory per running conversation (while waiting on the provider)",
+            "| contender | Python heap KB (tracemalloc) | RSS KB |",
+            "|---|---:|---:|",
+        ]
         lines += [
             f"| {LABELS[k]} | {v['heap_per_conversation'] / 1024:.1f} | {v['per_conversation'] / 1024:.1f} |"
             for k, v in sorted(running.items(), key=lambda kv: kv[1]["heap_per_conversation"])
         ]
     cold = results["cold"]
-    lines += ["", "## Cold start", f"`orchestrator --help`: median {_med(cold['help']):.3f} s (min {min(cold['help']):.3f}); heaviest imports: "
-              + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in cold.get("imports", []))]
+    lines += [
+        "",
+        "## Cold start",
+        f"`orchestrator --help`: median {_med(cold['help']):.3f} s (min {min(cold['help']):.3f}); heaviest imports: "
+        + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in cold.get("imports", [])),
+    ]
     micro = results.get("progress_micro") or {}
     if micro.get("output"):
         lines += ["", "## bench/progress.py (detection alone)", "```", micro["output"], "```"]
     parse = results.get("parse_micro") or {}
     if parse.get("output"):
-        lines += ["", "## Parse cost per chunk, per provider and stream path (bench/parse.py, respx, no sockets)", parse["output"]]
+        lines += [
+            "",
+            "## Parse cost per chunk, per provider and stream path (bench/parse.py, respx, no sockets)",
+            parse["output"],
+        ]
     chart = _chart(results, out_dir / "bench.png")
-    lines += ["", f"Chart: {chart}" if chart else "Chart: matplotlib missing, none saved", "Profiles: bench/results/profile_*.txt (and .html)"]
+    lines += [
+        "",
+        f"Chart: {chart}" if chart else "Chart: matplotlib missing, none saved",
+        "Profiles: bench/results/profile_*.txt (and .html)",
+    ]
     text = "\n".join(lines)
     (out_dir / "results.md").write_text(text + "\n")
-    (out_dir / "results.json").write_text(json.dumps({k: v for k, v in results.items() if k != "profiles"}, indent=1, default=str))
+    (out_dir / "results.json").write_text(
+        json.dumps({k: v for k, v in results.items() if k != "profiles"}, indent=1, default=str)
+    )
     return text
 
 
 def _reference_line(scenarios: dict[str, Any]) -> str:
     b = scenarios.get("b", {})
-    here = ", ".join(f"{LABELS[k]} {_ms(_med(b[k]['wall']))} (ref {ref})" for k, ref in _REFERENCE_B.items() if k in b and b[k]["wall"])
+    here = ", ".join(
+        f"{LABELS[k]} {_ms(_med(b[k]['wall']))} (ref {ref})"
+        for k, ref in _REFERENCE_B.items()
+        if k in b and b[k]["wall"]
+    )
     return f"Scenario b against the issue's independent reference run (ms per conversation): {here}."
 
 
@@ -291,7 +363,14 @@ def _chart(results: dict[str, Any], path: Path) -> str | None:
             meds.append(med)
             lows.append(med - min(row["wall"]) / steps * 1000)
             highs.append(max(row["wall"]) / steps * 1000 - med)
-        ax.bar([j + i * width for j in range(len(scenarios))], meds, width, yerr=[lows, highs], capsize=2, label=LABELS[key])
+        ax.bar(
+            [j + i * width for j in range(len(scenarios))],
+            meds,
+            width,
+            yerr=[lows, highs],
+            capsize=2,
+            label=LABELS[key],
+        )
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(scenarios))], [f"({s})" for s in scenarios])
     ax.set_yscale("log")
     ax.set_ylabel("wall ms per step (median, min-max)")
@@ -302,7 +381,10 @@ def _chart(results: dict[str, Any], path: Path) -> str | None:
             levels = [r["level"] for r in runs]
             axes[0][1].plot(levels, [r["total"] / r["wall"] for r in runs], marker="o", label=LABELS[key])
             axes[0][2].plot(levels, [_pct(r["latencies"], 0.99) * 1000 for r in runs], marker="o", label=LABELS[key])
-        for ax, title, unit in ((axes[0][1], "Throughput (50 ms provider latency)", "conversations/s"), (axes[0][2], "p99 step latency", "ms")):
+        for ax, title, unit in (
+            (axes[0][1], "Throughput (50 ms provider latency)", "conversations/s"),
+            (axes[0][2], "p99 step latency", "ms"),
+        ):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("concurrent conversations")

@@ -42,15 +42,30 @@ class Plan:
     repeats: dict[str, int] = field(default_factory=lambda: {"a": 3, "b": 2, "c": 1})
     progress_bytes: int = 100_000
     levels: tuple[int, ...] = (1, 10, 100, 1000)
-    load_contenders: tuple[str, ...] = ("runtime", "runtime_litellm", "litellm", "openai", "agents_native", "pydantic_ai", "agents_litellm")
+    load_contenders: tuple[str, ...] = (
+        "runtime",
+        "runtime_litellm",
+        "litellm",
+        "openai",
+        "agents_native",
+        "pydantic_ai",
+        "agents_litellm",
+    )
     big_level_contenders: tuple[str, ...] = ("runtime", "litellm")  # the 1,000 level is long: floor and runtime only
     idle_threads: int = 1000
     running_conversations: int = 100
 
 
 def quick_plan() -> Plan:
-    return Plan(rounds=3, repeats={"a": 2, "b": 2, "c": 1}, progress_bytes=20_000, levels=(1, 10, 100),
-                load_contenders=("runtime", "litellm", "agents_native"), idle_threads=300, running_conversations=50)
+    return Plan(
+        rounds=3,
+        repeats={"a": 2, "b": 2, "c": 1},
+        progress_bytes=20_000,
+        levels=(1, 10, 100),
+        load_contenders=("runtime", "litellm", "agents_native"),
+        idle_threads=300,
+        running_conversations=50,
+    )
 
 
 # -- processes -------------------------------------------------------------------
@@ -66,7 +81,12 @@ def _free_port() -> int:
 def fake_server() -> Any:
     port = _free_port()
     log = open(RESULTS / "logs" / "fake_provider.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "bench.fake_provider", "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.fake_provider", "--port", str(port)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):
@@ -96,8 +116,12 @@ class Worker:
         self.key = key
         self.log = open(RESULTS / "logs" / f"worker_{key}{tag}.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker", key, "--base-url", url], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [sys.executable, "-m", "bench.worker", key, "--base-url", url],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
 
     def ready(self) -> dict[str, Any]:
@@ -124,7 +148,7 @@ class Worker:
             if self.proc.poll() is None:
                 self.call_quit()
                 self.proc.wait(30)
-        except Exception:  # noqa: BLE001 - closing must finish
+        except Exception:
             self.proc.kill()
         self.log.close()
 
@@ -168,7 +192,10 @@ def run_scenarios(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str,
             order = [key for key in workers if scenario in _scenarios(key, "abc")]
             random.shuffle(order)
             for key in order:
-                _merge(out[scenario][key], workers[key].call("conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario]))
+                _merge(
+                    out[scenario][key],
+                    workers[key].call("conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario]),
+                )
         log(f"  round {round_ + 1}/{plan.rounds} done")
     for key, worker in workers.items():
         if key in PROVIDER_CONTENDERS:
@@ -192,7 +219,12 @@ def run_own(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, Any] 
     for scenario in "abc":
         own = out[scenario] = {"wall": [], "cpu": [], "steps": 0}
         for _ in range(plan.rounds):
-            _merge(own, workers["runtime"].call("conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario], stubbed=True))
+            _merge(
+                own,
+                workers["runtime"].call(
+                    "conv", scenario=scenario, model=models[scenario], repeat=plan.repeats[scenario], stubbed=True
+                ),
+            )
     log("  runtime with the model stubbed done")
     return out
 
@@ -217,7 +249,12 @@ def run_load(workers: dict[str, Worker], url: str, plan: Plan, log: Any) -> dict
             before = server_stats(url)
             answer = workers[key].call("load", model=model, concurrency=level, total=total)
             after = server_stats(url)
-            answer.update(level=level, total=total, server_cpu=after["cpu"] - before["cpu"], server_requests=after["requests"] - before["requests"])
+            answer.update(
+                level=level,
+                total=total,
+                server_cpu=after["cpu"] - before["cpu"],
+                server_requests=after["requests"] - before["requests"],
+            )
             out[key].append(answer)
             log(f"  load {LABELS[key]} x{level}: {total / answer['wall']:.1f} conv/s")
     return out
@@ -253,7 +290,8 @@ def run_memory(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, An
     model = model_name("a", chunks=50, latency=2000)
     running = {
         key: w.call("mem_running", model=model, n=plan.running_conversations, settle=1.2)
-        for key, w in workers.items() if key not in PROVIDER_CONTENDERS
+        for key, w in workers.items()
+        if key not in PROVIDER_CONTENDERS
     }
     idle = workers["runtime"].call("mem_idle", n=plan.idle_threads) if "runtime" in workers else None
     log("  memory done")
@@ -267,7 +305,9 @@ def run_progress(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, 
     out = {}
     for calls, size in ((1, plan.progress_bytes), (10, plan.progress_bytes // 10)):
         closing = len('{"query": ') + len(json.dumps(progress_value(size))) - 1
-        out[f"{calls}x{size}"] = workers["runtime"].call("progress", model=model_name("d", bytes=size, size=10, calls=calls), closing_at=closing)
+        out[f"{calls}x{size}"] = workers["runtime"].call(
+            "progress", model=model_name("d", bytes=size, size=10, calls=calls), closing_at=closing
+        )
     log("  progress done")
     return out
 
@@ -275,11 +315,19 @@ def run_progress(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, 
 def run_profiles(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, str]:
     models = scenario_models(plan)
     out = {}
-    for key, scenario, repeat in (("runtime", "c", 1), ("runtime", "b", 5), ("litellm", "c", 1), ("runtime_anthropic", "b", 5),
-                                  ("runtime_gemini", "b", 5), ("runtime_litellm", "b", 5)):
+    for key, scenario, repeat in (
+        ("runtime", "c", 1),
+        ("runtime", "b", 5),
+        ("litellm", "c", 1),
+        ("runtime_anthropic", "b", 5),
+        ("runtime_gemini", "b", 5),
+        ("runtime_litellm", "b", 5),
+    ):
         if key in workers:
             path = RESULTS / f"profile_{key}_{scenario}.txt"
-            out[f"{key}_{scenario}"] = workers[key].call("profile", scenario=scenario, model=models[scenario], repeat=repeat, path=str(path))["text"]
+            out[f"{key}_{scenario}"] = workers[key].call(
+                "profile", scenario=scenario, model=models[scenario], repeat=repeat, path=str(path)
+            )["text"]
     log("  profiles done")
     return out
 
@@ -300,16 +348,25 @@ def cold_start() -> dict[str, Any]:
         out["demo_note"] = "`orchestrator run` does not exist yet"
         return out
     start = time.perf_counter()
-    demo = subprocess.run([*command, "run", "support_demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    demo = subprocess.run(
+        [*command, "run", "support_demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     out["demo"] = time.perf_counter() - start
-    out["demo_note"] = None if demo.returncode == 0 else f"exit {demo.returncode}: {(demo.stderr or demo.stdout)[-300:]}"
+    out["demo_note"] = (
+        None if demo.returncode == 0 else f"exit {demo.returncode}: {(demo.stderr or demo.stdout)[-300:]}"
+    )
     return out
 
 
 def _help_imports(env: dict[str, str]) -> list[tuple[str, float]]:
     """The heaviest imports `orchestrator --help` pays for (python -X importtime)."""
-    code = "import sys; sys.argv = ['orchestrator', '--help']\nfrom orchestrator.cli import main\ntry: main()\nexcept SystemExit: pass"
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; sys.argv = ['orchestrator', '--help']\n"
+        "from orchestrator.cli import main\ntry: main()\nexcept SystemExit: pass"
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     rows = []
     for line in done.stderr.splitlines():
         parts = line.split("|")
@@ -329,8 +386,13 @@ def progress_micro() -> dict[str, Any]:
 
 def parse_micro(quick: bool) -> dict[str, Any]:
     """bench/parse.py: CPU per chunk and per request, per provider and stream path (no sockets)."""
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "parse.py"), "--rounds", "3" if quick else "7"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "parse.py"), "--rounds", "3" if quick else "7"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return {"ok": done.returncode == 0, "output": (done.stdout.strip() or done.stderr.strip())[-3000:]}
 
 
@@ -338,10 +400,21 @@ def parse_micro(quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Benchmark this runtime against peer frameworks on a fake loopback provider.")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 2 minutes)")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}")
-    parser.add_argument("--progress-bytes", type=int, help="size of scenario d's progress argument (default 100000; the issue's full size is 1000000, ~2 min per LiteLLM-based contender)")
+    parser = argparse.ArgumentParser(
+        description="Benchmark this runtime against peer frameworks on a fake loopback provider."
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 2 minutes)"
+    )
+    parser.add_argument(
+        "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"
+    )
+    parser.add_argument(
+        "--progress-bytes",
+        type=int,
+        help="size of scenario d's progress argument (default 100000; the issue's full size is 1000000, "
+        "~2 min per LiteLLM-based contender)",
+    )
     parser.add_argument("--skip-load", action="store_true", help="skip the concurrency, gc and memory phases")
     args = parser.parse_args(argv)
     plan = quick_plan() if args.quick else Plan()

@@ -109,16 +109,20 @@ def _peak_rss() -> int:
 
 
 def _flood_table(runs: int) -> None:
-    print(f"| language | runs started at once | most running at once | wall (s) | process peak RSS (MiB) | statuses |")
+    print("| language | runs started at once | most running at once | wall (s) | process peak RSS (MiB) | statuses |")
     print("|---|---:|---:|---:|---:|---|")
     for language in _FILL:
         out = subprocess.run(
             [sys.executable, __file__, "--one-flood", language, "--flood", str(runs)],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {language} | {runs} | {row['most']} | {row['wall_s']:.1f} | {row['peak_rss'] / 2**20:.0f} "
-              f"| {', '.join(row['statuses'])} |")
+        print(
+            f"| {language} | {runs} | {row['most']} | {row['wall_s']:.1f} | {row['peak_rss'] / 2**20:.0f} "
+            f"| {', '.join(row['statuses'])} |"
+        )
 
 
 def main() -> None:
@@ -142,8 +146,10 @@ def main() -> None:
     for language in CASES:
         out = subprocess.run(
             [sys.executable, __file__, "--one", language, "--runs", str(options.runs)],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         row = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"| {language} | {row['fresh_ms']:.1f} | {row['warm_ms']:.2f} | {row['held'] / 2**20:.1f} |")
 

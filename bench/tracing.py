@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_CHILD = r'''
+_CHILD = r"""
 import asyncio, json, sys, time
 mode, count = sys.argv[1], int(sys.argv[2])
 if mode == "off":
@@ -82,7 +82,7 @@ async def main():
     print(json.dumps({"enabled": tracing.ENABLED, "times": times}))
 
 asyncio.run(main())
-'''
+"""
 
 
 def _run(mode: str, count: int) -> dict[str, object]:

@@ -101,7 +101,7 @@ class Worker:
                 start = time.perf_counter()
                 try:
                     await self.contender.conversation("a", model)
-                except Exception as exc:  # noqa: BLE001 - counted and reported, not fatal
+                except Exception as exc:
                     errors.append(f"{type(exc).__name__}: {exc}"[:300])
                     continue
                 latencies.append(time.perf_counter() - start)
@@ -112,8 +112,14 @@ class Worker:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         pauses = self.gc.pauses[pauses_before:]
         return {
-            "wall": wall, "cpu": cpu, "latencies": latencies, "errors": len(errors), "first_error": errors[0] if errors else None,
-            "gc_full": len(pauses), "gc_max_pause": max(pauses, default=0.0), "gc_objects": len(gc.get_objects()),
+            "wall": wall,
+            "cpu": cpu,
+            "latencies": latencies,
+            "errors": len(errors),
+            "first_error": errors[0] if errors else None,
+            "gc_full": len(pauses),
+            "gc_max_pause": max(pauses, default=0.0),
+            "gc_objects": len(gc.get_objects()),
         }
 
     async def mem_running(self, model: str, n: int, settle: float) -> dict[str, Any]:
@@ -191,7 +197,7 @@ async def serve(key: str, base_url: str) -> None:
             break
         try:
             _reply({"ok": True, **await worker.handle(command)})
-        except Exception as exc:  # noqa: BLE001 - the driver reports it and carries on
+        except Exception as exc:
             import traceback
 
             traceback.print_exc(file=sys.stderr)

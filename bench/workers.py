@@ -32,10 +32,16 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def _options(args: argparse.Namespace, task_queue: str):  # noqa: ANN202
+def _options(args: argparse.Namespace, task_queue: str):
     from orchestrator.temporal import TemporalOptions
 
-    return TemporalOptions(address=args.temporal, task_queue=task_queue, heartbeat_timeout=args.heartbeat_timeout, retry_initial=0.2, retry_max=1.0)
+    return TemporalOptions(
+        address=args.temporal,
+        task_queue=task_queue,
+        heartbeat_timeout=args.heartbeat_timeout,
+        retry_initial=0.2,
+        retry_max=1.0,
+    )
 
 
 async def _child(args: argparse.Namespace, schema: str, task_queue: str, tag: str) -> None:
@@ -54,11 +60,21 @@ async def _child(args: argparse.Namespace, schema: str, task_queue: str, tag: st
     router = respx.mock(assert_all_called=False)
     router.start()
     support.UniqueIdsModel(support.answer, tag=tag).mount(router)
-    support.set_recorder(await asyncpg.create_pool(support.PG_DSN, min_size=1, max_size=2, server_settings={"search_path": schema}))
+    support.set_recorder(
+        await asyncpg.create_pool(support.PG_DSN, min_size=1, max_size=2, server_settings={"search_path": schema})
+    )
     storage = PostgresStorage(support.PG_DSN, schema=schema)
     settings = RuntimeSettings(lease_ttl=args.lease_ttl)
-    runtime = Runtime(support.duo_definitions(), config=config_from_dict(support.SCRIPTED_CONFIG), storage=storage, settings=settings)
-    worker = Worker(runtime, _options(args, task_queue), concurrency=args.concurrency, sticky_timeout=args.sticky_timeout, drain_timeout=1)
+    runtime = Runtime(
+        support.duo_definitions(), config=config_from_dict(support.SCRIPTED_CONFIG), storage=storage, settings=settings
+    )
+    worker = Worker(
+        runtime,
+        _options(args, task_queue),
+        concurrency=args.concurrency,
+        sticky_timeout=args.sticky_timeout,
+        drain_timeout=1,
+    )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await worker.start()
@@ -86,18 +102,38 @@ class _Setup:
         self.storage = PostgresStorage(PG_DSN, schema=self.schema)
         await self.storage.open()
         self.db = await asyncpg.connect(PG_DSN, server_settings={"search_path": self.schema})
-        await self.db.execute("CREATE TABLE tool_runs (thread_id TEXT, call_id TEXT, started_at DOUBLE PRECISION, pid INTEGER)")
+        await self.db.execute(
+            "CREATE TABLE tool_runs (thread_id TEXT, call_id TEXT, started_at DOUBLE PRECISION, pid INTEGER)"
+        )
         options = _options(self.args, self.task_queue)
         self.requests = ThreadRequests(await connect(options), options)
         return self
 
     def spawn(self, n: int, tool_delay: float = 0.0) -> None:
         env = dict(os.environ, ORCH_TEST_TOOL_DELAY=str(tool_delay))
-        cmd = [sys.executable, __file__, "--child", self.schema, self.task_queue, "--temporal", self.args.temporal,
-               "--heartbeat-timeout", str(self.args.heartbeat_timeout), "--lease-ttl", str(self.args.lease_ttl),
-               "--sticky-timeout", str(self.args.sticky_timeout), "--concurrency", str(self.args.concurrency)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            self.schema,
+            self.task_queue,
+            "--temporal",
+            self.args.temporal,
+            "--heartbeat-timeout",
+            str(self.args.heartbeat_timeout),
+            "--lease-ttl",
+            str(self.args.lease_ttl),
+            "--sticky-timeout",
+            str(self.args.sticky_timeout),
+            "--concurrency",
+            str(self.args.concurrency),
+        ]
         for i in range(n):
-            self.procs.append(subprocess.Popen([*cmd, "--tag", f"w{len(self.procs)}{i}"], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env))
+            self.procs.append(
+                subprocess.Popen(
+                    [*cmd, "--tag", f"w{len(self.procs)}{i}"], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+                )
+            )
         for proc in self.procs[-n:]:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
 
@@ -161,16 +197,24 @@ async def _main(args: argparse.Namespace) -> None:
         server = DevServer().start()
         args.temporal = server.address
     try:
-        print(f"{args.threads} dual_ai threads (3 model steps, 2 tool calls each), concurrency {args.concurrency} per worker, "
-              f"{os.cpu_count()} cores, Temporal at {args.temporal}{' (dev server)' if server else ''}")  # fmt: skip
+        print(
+            f"{args.threads} dual_ai threads (3 model steps, 2 tool calls each), "
+            f"concurrency {args.concurrency} per worker, "
+            f"{os.cpu_count()} cores, Temporal at {args.temporal}{' (dev server)' if server else ''}"
+        )
         print(f"{'workers':>7} {'seconds':>8} {'threads/s':>10}")
         for n in [int(x) for x in args.workers.split(",")]:
             seconds = await _throughput(args, n)
             print(f"{n:>7} {seconds:>8.2f} {args.threads / seconds:>10.1f}", flush=True)
-        print(f"\nfailover (heartbeat timeout {args.heartbeat_timeout}s, lease TTL {args.lease_ttl}s, sticky timeout {args.sticky_timeout}s):")
+        print(
+            f"\nfailover (heartbeat timeout {args.heartbeat_timeout}s, lease TTL {args.lease_ttl}s, "
+            f"sticky timeout {args.sticky_timeout}s):"
+        )
         times = [await _failover(args) for _ in range(args.failover_samples)] or [float("nan")]
-        print(f"  worker killed -> its thread running again: median {statistics.median(times):.2f}s, "
-              f"samples {', '.join(f'{t:.2f}' for t in times)}")  # fmt: skip
+        print(
+            f"  worker killed -> its thread running again: median {statistics.median(times):.2f}s, "
+            f"samples {', '.join(f'{t:.2f}' for t in times)}"
+        )
     finally:
         if server is not None:
             server.stop()
@@ -178,7 +222,9 @@ async def _main(args: argparse.Namespace) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--temporal", default=None, help="HOST:PORT of a Temporal service (default: start a dev server)")
+    parser.add_argument(
+        "--temporal", default=None, help="HOST:PORT of a Temporal service (default: start a dev server)"
+    )
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--concurrency", type=int, default=8)

@@ -44,8 +44,19 @@ def _http(method: str, url: str, body: Any = None, timeout: float = 60) -> Any:
 
 
 def _start_server(port: int, db: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "orchestrator.server.cli", "--scripted", "demo", "--port", str(port),
-           "--db", str(db), "--log-level", "warning"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator.server.cli",
+        "--scripted",
+        "demo",
+        "--port",
+        str(port),
+        "--db",
+        str(db),
+        "--log-level",
+        "warning",
+    ]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "ORCHESTRATOR_TOKENS": ""}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -83,7 +94,11 @@ async def _load(base: str, threads: int, per_thread: int) -> dict[str, Any]:
             ready = asyncio.Event()
             clients.append((tid, received))
             readies.append(ready)
-            tasks.append(asyncio.create_task(_client(f"{base.replace('http', 'ws', 1)}/threads/{tid}/events?after=0", received, ready)))
+            tasks.append(
+                asyncio.create_task(
+                    _client(f"{base.replace('http', 'ws', 1)}/threads/{tid}/events?after=0", received, ready)
+                )
+            )
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
     started = time.perf_counter()
     await asyncio.gather(*(asyncio.to_thread(_http, "POST", f"{base}/threads/{tid}/run") for tid in ids))
@@ -92,7 +107,9 @@ async def _load(base: str, threads: int, per_thread: int) -> dict[str, Any]:
     return _summary(clients, threads, per_thread, elapsed)
 
 
-def _summary(clients: list[tuple[str, list[tuple[int, str, float]]]], threads: int, per_thread: int, elapsed: float) -> dict[str, Any]:
+def _summary(
+    clients: list[tuple[str, list[tuple[int, str, float]]]], threads: int, per_thread: int, elapsed: float
+) -> dict[str, Any]:
     problems: list[str] = []
     by_thread: dict[str, list[int]] = {}
     for tid, received in clients:
@@ -105,13 +122,18 @@ def _summary(clients: list[tuple[str, list[tuple[int, str, float]]]], threads: i
     delivered = len(latencies)
     distinct = sum(len(seqs) for seqs in by_thread.values())
     return {
-        "threads": threads, "clients": threads * per_thread, "seconds": round(elapsed, 3),
-        "events_per_thread": round(distinct / threads, 1), "events_delivered": delivered,
-        "delivered_per_second": round(delivered / elapsed), "distinct_events_per_second": round(distinct / elapsed),
+        "threads": threads,
+        "clients": threads * per_thread,
+        "seconds": round(elapsed, 3),
+        "events_per_thread": round(distinct / threads, 1),
+        "events_delivered": delivered,
+        "delivered_per_second": round(delivered / elapsed),
+        "distinct_events_per_second": round(distinct / elapsed),
         "latency_ms_p50": round(statistics.median(latencies), 2),
         "latency_ms_p99": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2),
         "latency_ms_max": round(latencies[-1], 2),
-        "every_client_every_event_once": not problems, "problems": problems[:10],
+        "every_client_every_event_once": not problems,
+        "problems": problems[:10],
     }
 
 

@@ -210,7 +210,9 @@ class RedisBroker:
         """Become the thread's publisher (older ones are refused from now on);
         returns the highest seq already in its stream."""
         self._r()
-        epoch, last_id = await self._claim(keys=[self.stream_key(thread_id), self._epoch_key(thread_id)], args=[self.ttl])
+        epoch, last_id = await self._claim(
+            keys=[self.stream_key(thread_id), self._epoch_key(thread_id)], args=[self.ttl]
+        )
         self._epochs[thread_id] = int(epoch)
         return _seq(last_id)
 
@@ -250,7 +252,7 @@ class RedisBroker:
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), self.block_ms / 1000)
-                except asyncio.TimeoutError:  # idle: a tail that was committed but never streamed
+                except TimeoutError:  # idle: a tail that was committed but never streamed
                     for stored in await storage.events_after(thread_id, last):
                         last = stored.seq
                         yield stored
@@ -313,7 +315,7 @@ class RedisBroker:
                 await asyncio.sleep(0.5)
                 continue
             for key, entries in reply or []:
-                thread_id = (key.decode() if isinstance(key, bytes) else key)[len(self.prefix) + len(":events:"):]
+                thread_id = (key.decode() if isinstance(key, bytes) else key)[len(self.prefix) + len(":events:") :]
                 queues = self._subscribers.get(thread_id)
                 if not queues or not entries:
                     continue
@@ -327,7 +329,9 @@ class RedisBroker:
     # -- control -----------------------------------------------------------
     async def send_control(self, message: ControlMessage) -> int:
         """Publish a stop/force_turn; returns how many workers heard it."""
-        payload = json.dumps({"thread_id": message.thread_id, "action": message.action, "side": message.side, "reason": message.reason})
+        payload = json.dumps(
+            {"thread_id": message.thread_id, "action": message.action, "side": message.side, "reason": message.reason}
+        )
         return int(await self._r().publish(self.control_channel, payload))
 
     async def stop(self, thread_id: str, reason: str = "stopped") -> int:

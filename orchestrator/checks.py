@@ -79,8 +79,10 @@ def is_subset(expected: Any, actual: Any) -> bool:
     if isinstance(expected, Mapping):
         return isinstance(actual, Mapping) and all(k in actual and is_subset(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(
-            is_subset(e, a) for e, a in zip(expected, actual, strict=True)
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(is_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return isinstance(expected, bool) == isinstance(actual, bool) and bool(expected == actual)  # True is not 1
 
@@ -98,7 +100,9 @@ def _label(expected: ExpectedCall) -> str:
     return f"{expected[0]}({json.dumps(dict(expected[1]), ensure_ascii=False, sort_keys=True)})"
 
 
-def check_tool_calls(calls: Sequence[CallMade], expected: Sequence[ExpectedCall], *, ordered: bool = True) -> CheckResult:
+def check_tool_calls(
+    calls: Sequence[CallMade], expected: Sequence[ExpectedCall], *, ordered: bool = True
+) -> CheckResult:
     """Each expected call was made; with `ordered`, in this order (other calls may come between)."""
     made = ", ".join(c.describe() for c in calls) or "no tool calls"
     if ordered:
@@ -132,7 +136,9 @@ async def check_values(thread: Thread, expected: Mapping[str, Any], *, subset: b
         got = await state.get_value(key)
         ok = is_subset(want, got) if subset else got == want
         if not ok:
-            wrong.append(f"{key}: expected {json.dumps(want, ensure_ascii=False)}, got {json.dumps(got, ensure_ascii=False)}")
+            wrong.append(
+                f"{key}: expected {json.dumps(want, ensure_ascii=False)}, got {json.dumps(got, ensure_ascii=False)}"
+            )
     if wrong:
         return CheckResult("values", False, "; ".join(wrong))
     return CheckResult("values", True, f"values match: {', '.join(expected)}")
@@ -151,13 +157,15 @@ async def texts_of(thread: Thread, side: str | None = None) -> list[str]:
     """What the thread's models wrote (top level), in order; only side `side`'s when given."""
     messages = (await thread.get_messages(include_silent=True)).messages
     return [
-        m.content for m in messages
+        m.content
+        for m in messages
         if m.role == "assistant" and not m.depth and m.content and (side is None or m.side == side)
     ]
 
 
-def check_text(texts: Sequence[str], *, contains: str | None = None, regex: str | None = None,
-               absent: bool = False) -> CheckResult:  # fmt: skip
+def check_text(
+    texts: Sequence[str], *, contains: str | None = None, regex: str | None = None, absent: bool = False
+) -> CheckResult:
     """Some text contains `contains` / matches `regex` (case-insensitive); with `absent`, none does.
 
     For wording a check cannot read from state (a promise made, a word never said); prefer state checks."""
@@ -191,7 +199,7 @@ async def check_predicate(thread: Thread, predicate: Predicate, keys: Sequence[s
     values = {key: await thread.state.get_value(key) for key in keys}
     try:
         verdict = predicate(values)
-    except Exception as exc:  # noqa: BLE001 - the suite's own code failing is that check's result
+    except Exception as exc:
         return CheckResult("predicate", False, f"{label} raised {type(exc).__name__}: {exc}")
     if isinstance(verdict, tuple):
         passed, reason = bool(verdict[0]), str(verdict[1])

@@ -32,10 +32,14 @@ def main() -> None:
 
 @main.command()
 @click.argument("path", default=DEFAULT_PATH, type=click.Path(path_type=Path))
-@click.option("--config", "configs", multiple=True,
-              help="Also check the config YAML (repeat to merge): its problems, that every prompt's model alias "
-              "exists and its provider tools fit the model's provider; its MCP servers are started and "
-              "their tools listed.")  # fmt: skip
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    help="Also check the config YAML (repeat to merge): its problems, that every prompt's model alias "
+    "exists and its provider tools fit the model's provider; its MCP servers are started and "
+    "their tools listed.",
+)
 def check(path: Path, configs: tuple[str, ...]) -> None:
     """Check a definitions folder and print every problem found.
 
@@ -77,12 +81,19 @@ def _config_problems(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of tools with their schemas.")
-@click.option("--path", default=DEFAULT_PATH, show_default=True, type=click.Path(path_type=Path),
-              help="The definitions folder.")  # fmt: skip
-@click.option("--dialect", type=click.Choice(_DIALECTS), default="openai", show_default=True,
-              help="Which provider's schema dialect to print.")  # fmt: skip
-@click.option("--config", "configs", multiple=True,
-              help="List the tools of this config's MCP servers too (starting them).")  # fmt: skip
+@click.option(
+    "--path", default=DEFAULT_PATH, show_default=True, type=click.Path(path_type=Path), help="The definitions folder."
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(_DIALECTS),
+    default="openai",
+    show_default=True,
+    help="Which provider's schema dialect to print.",
+)
+@click.option(
+    "--config", "configs", multiple=True, help="List the tools of this config's MCP servers too (starting them)."
+)
 def tools(as_json: bool, path: Path, dialect: str, configs: tuple[str, ...]) -> None:
     """List what models can call (tools, prompts, exposed agents, MCP tools) with their JSON schemas."""
     from .loader import LoadError, load_definitions
@@ -165,8 +176,13 @@ def _mcp_entries(configs: tuple[str, ...], dialect: str) -> list[dict[str, Any]]
             raise click.ClickException(str(listing))
         for tool in listing:
             function = tool.spec(dialect)["function"]
-            entry = {"name": tool.exposed, "kind": "mcp", "server": server, "description": tool.description,
-                     "parameters": function["parameters"]}
+            entry = {
+                "name": tool.exposed,
+                "kind": "mcp",
+                "server": server,
+                "description": tool.description,
+                "parameters": function["parameters"],
+            }
             if dialect == "openai":
                 entry["strict"] = function["strict"]
             entries.append(entry)
@@ -181,14 +197,21 @@ def _mcp_check(defs: Definitions, configs: tuple[str, ...]) -> list[str]:
         if isinstance(listing, Exception):
             problems.append(f"mcp_servers.{server}: {listing}")
         else:
-            click.echo(f"mcp server {server!r}: {_plural(len(listing), 'tool')} ({', '.join(t.exposed for t in listing)})")
+            click.echo(
+                f"mcp server {server!r}: {_plural(len(listing), 'tool')} ({', '.join(t.exposed for t in listing)})"
+            )
     for name, prompt in defs.prompts.items():
         for ref in prompt.tools:
             if not ref.startswith("mcp:"):
                 continue
             server, _, tool = ref.removeprefix("mcp:").partition("/")
             listing = listings.get(server)  # an undeclared server is a problem of _config_problems
-            if listing is not None and tool and not isinstance(listing, Exception) and tool not in {t.name for t in listing}:
+            if (
+                listing is not None
+                and tool
+                and not isinstance(listing, Exception)
+                and tool not in {t.name for t in listing}
+            ):
                 problems.append(f"prompt {name!r}: {ref!r}: MCP server {server!r} offers no allowed tool {tool!r}")
     return problems
 
@@ -260,14 +283,19 @@ def _project_or_bundled(path: str, configs: tuple[str, ...]) -> tuple[str, tuple
     from .scaffold import bundled_project
 
     bundled = bundled_project()
-    click.echo("(no agents/ here: running the examples bundled with the package; `orchestrator init DIR` starts "
-               "a project of your own)", err=True)
+    click.echo(
+        "(no agents/ here: running the examples bundled with the package; `orchestrator init DIR` starts "
+        "a project of your own)",
+        err=True,
+    )
     return str(bundled / "agents"), (str(bundled / "configs" / "default.yaml"),), bundled / "cassettes"
 
 
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Write into a directory that is not empty (files of the same name are replaced).")
+@click.option(
+    "--force", is_flag=True, help="Write into a directory that is not empty (files of the same name are replaced)."
+)
 def init(directory: Path, force: bool) -> None:
     """Start a new project in DIRECTORY: agents, a config, tests; it runs and tests with no key."""
     from .scaffold import ScaffoldError, init_project
@@ -286,23 +314,54 @@ def init(directory: Path, force: bool) -> None:
 @main.command()
 @click.argument("agent")
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
-@click.option("--config", "configs", multiple=True, default=[DEFAULT_CONFIG], show_default=True,
-              help="Config YAML; repeat to merge a local override over the base.")  # fmt: skip
-@click.option("--model", help="Run every prompt on this model alias (e.g. fast; `test`: offline), "
-              "or offline on a script file (turns.yaml) or a function (module:function).")  # fmt: skip
-@click.option("--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette.")
-@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False), help="Replay a recorded cassette instead of calling providers.")
-@click.option("-m", "--message", "messages", multiple=True,
-              help="A person's message (ai_human agents); repeat for several turns. Or pipe lines "
-              "on stdin.")  # fmt: skip
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    default=[DEFAULT_CONFIG],
+    show_default=True,
+    help="Config YAML; repeat to merge a local override over the base.",
+)
+@click.option(
+    "--model",
+    help="Run every prompt on this model alias (e.g. fast; `test`: offline), "
+    "or offline on a script file (turns.yaml) or a function (module:function).",
+)
+@click.option(
+    "--record", type=click.Path(dir_okay=False), help="Record every provider request and response to this cassette."
+)
+@click.option(
+    "--replay",
+    "replay_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Replay a recorded cassette instead of calling providers.",
+)
+@click.option(
+    "-m",
+    "--message",
+    "messages",
+    multiple=True,
+    help="A person's message (ai_human agents); repeat for several turns. Or pipe lines on stdin.",
+)
 @click.option("--arg", "args", multiple=True, help="A creation argument KEY=VALUE (VALUE may be JSON).")
 @click.option("--db", help="Storage URL or SQLite path (default: the config's runtime.storage).")
 @click.option("--log-level", default="WARNING", show_default=True, help="Structured logs go to stderr at this level.")
-@click.option("--traceback", "show_traceback", is_flag=True,
-              help="On errors, print the traceback; show tools' stored tracebacks.")  # fmt: skip
-def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, record: str | None, replay_file: str | None,
-        messages: tuple[str, ...], args: tuple[str, ...], db: str | None, log_level: str,
-        show_traceback: bool) -> None:  # fmt: skip
+@click.option(
+    "--traceback", "show_traceback", is_flag=True, help="On errors, print the traceback; show tools' stored tracebacks."
+)
+def run(
+    agent: str,
+    path: str,
+    configs: tuple[str, ...],
+    model: str | None,
+    record: str | None,
+    replay_file: str | None,
+    messages: tuple[str, ...],
+    args: tuple[str, ...],
+    db: str | None,
+    log_level: str,
+    show_traceback: bool,
+) -> None:
     """Run a conversation with AGENT and show it live.
 
     With no --model, agents on the embedded `demo` model replay their shipped
@@ -331,11 +390,20 @@ def run(agent: str, path: str, configs: tuple[str, ...], model: str | None, reco
             replay_file = str(cassette)
             click.echo(f"(offline: replaying {cassette}; pass --model ALIAS to run live)", err=True)
         interactive = not messages and sys.stdin.isatty()
-        options = SessionOptions(agent=agent, path=path, config=configs, model=model, record=record, replay=replay_file,
-                                 messages=messages or _recorded_messages(replay_file), arguments=_parse_args(args),
-                                 storage=(db or ":memory:") if replay_file else db, interactive=interactive,
-                                 read_stdin=not messages and not interactive and not replay_file,
-                                 verbose=verbose)  # fmt: skip
+        options = SessionOptions(
+            agent=agent,
+            path=path,
+            config=configs,
+            model=model,
+            record=record,
+            replay=replay_file,
+            messages=messages or _recorded_messages(replay_file),
+            arguments=_parse_args(args),
+            storage=(db or ":memory:") if replay_file else db,
+            interactive=interactive,
+            read_stdin=not messages and not interactive and not replay_file,
+            verbose=verbose,
+        )
         asyncio.run(run_session(options))
     if record:
         click.echo(f"recorded to {record}", err=True)
@@ -359,9 +427,19 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show
     configure_logging("ERROR")
     meta = load_cassette(cassette).metadata
     if "agent" not in meta:
-        raise click.ClickException(f"{cassette}: no 'agent' in the cassette's metadata; record it with `orchestrator run AGENT --record FILE`")
-    options = SessionOptions(agent=meta["agent"], path=path, config=configs, replay=cassette, messages=meta.get("messages", []),
-                             arguments=meta.get("arguments") or None, storage=":memory:", show=not quiet)  # fmt: skip
+        raise click.ClickException(
+            f"{cassette}: no 'agent' in the cassette's metadata; record it with `orchestrator run AGENT --record FILE`"
+        )
+    options = SessionOptions(
+        agent=meta["agent"],
+        path=path,
+        config=configs,
+        replay=cassette,
+        messages=meta.get("messages", []),
+        arguments=meta.get("arguments") or None,
+        storage=":memory:",
+        show=not quiet,
+    )
     from .cli_errors import errors_as_messages
 
     with errors_as_messages(traceback=show_traceback):
@@ -390,14 +468,15 @@ def _import_litellm_in_background() -> None:
 def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:
     from providers.config import load_config
 
-    from .loader import load_definitions
-
     from . import settings  # noqa: F401 - registers the `runtime:` section's checks
+    from .loader import load_definitions
 
     definitions, config = load_definitions(path), load_config(*configs)
     target = definitions.agents.get(agent)
     if target is None:
-        raise click.ClickException(f"unknown agent {agent!r}; known agents: {', '.join(sorted(definitions.agents)) or 'none'}")
+        raise click.ClickException(
+            f"unknown agent {agent!r}; known agents: {', '.join(sorted(definitions.agents)) or 'none'}"
+        )
     sides = [s for s in (target.side_a, target.side_b) if s is not None]
     prompts = [definitions.prompts[s.prompt] for s in sides if s.prompt in definitions.prompts]
     if any(p.model not in (None, *config.models) for p in prompts) or config.default_model is None:

@@ -23,7 +23,7 @@ def errors_as_messages(*, traceback: bool) -> Iterator[None]:
         yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
-    except Exception as exc:  # noqa: BLE001 - every error becomes a message unless asked for the traceback
+    except Exception as exc:
         if traceback:
             raise
         message, expected = _message(exc)

@@ -42,12 +42,19 @@ class ConsoleView:
             side, depth = who
             indent = "    " * depth
             label = self.side_names.get(side, side)
-            self.console.print(f"{indent}[{side.upper()} · {label}] ", style="bold cyan" if side == "a" else "bold green", end="", markup=False)
+            self.console.print(
+                f"{indent}[{side.upper()} · {label}] ",
+                style="bold cyan" if side == "a" else "bold green",
+                end="",
+                markup=False,
+            )
             self._speaking = who
         self.console.print(data.get("text", ""), end="", markup=False, soft_wrap=True)
 
     def _on_tool_call_started(self, data: dict[str, Any]) -> None:
-        progress = f" {data['progress_argument']}={data['progress_value']!r}" if data.get("progress_value") is not None else ""
+        progress = (
+            f" {data['progress_argument']}={data['progress_value']!r}" if data.get("progress_value") is not None else ""
+        )
         self._line(f"{'    ' * data.get('depth', 0)}  ⚙ {data.get('name')}{progress} …", "yellow")
 
     def _on_tool_result(self, data: dict[str, Any]) -> None:
@@ -88,7 +95,9 @@ class ConsoleView:
     def _attachments(self, data: dict[str, Any], indent: str) -> None:
         for ref in data.get("attachments") or []:
             size = _size(int(ref.get("size") or 0))
-            self._line(f"{indent}      📎 {ref.get('name')} ({ref.get('mime_type')}, {size}) id {ref.get('id')}", "cyan")
+            self._line(
+                f"{indent}      📎 {ref.get('name')} ({ref.get('mime_type')}, {size}) id {ref.get('id')}", "cyan"
+            )
 
     def _on_turn_ended(self, data: dict[str, Any]) -> None:
         if data.get("depth", 0) == 0 and data.get("side") and data.get("reason"):
@@ -113,7 +122,8 @@ class ConsoleView:
             f"Stopped: {self._why(result)} · this execution: steps {result.step_count} "
             f"(a {result.side_a_step_count}, b {result.side_b_step_count}) · thread total: tokens in {u.input_tokens} "
             f"/ out {u.output_tokens}, cost ${u.cost:.6f}",
-            style="bold", markup=False,
+            style="bold",
+            markup=False,
         )
 
     def _why(self, result: Any) -> str:
@@ -134,4 +144,6 @@ def _size(count: int) -> str:
     return f"{count / 1024:.1f} KB" if count < 1024**2 else f"{count / 1024**2:.1f} MB"
 
 
-_QUIET = frozenset({"thread_created", "execution_started", "turn_started", "step_started", "execution_stopped", "message_updated"})
+_QUIET = frozenset(
+    {"thread_created", "execution_started", "turn_started", "step_started", "execution_stopped", "message_updated"}
+)

@@ -17,7 +17,7 @@ from .messages import EnvType
 from .results import AttachmentRef, ToolAttachment, ToolResult
 
 if TYPE_CHECKING:
-    from .state import ThreadState
+    pass
 
 __all__ = [
     "AgentDefinition",
@@ -189,20 +189,14 @@ def define_tool(
         raise DefinitionError("define_tool: 'description' must be a non-empty string")
     if args is not None:
         if not (isinstance(args, type) and issubclass(args, BaseModel)):
-            raise DefinitionError(
-                f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}"
-            )
+            raise DefinitionError(f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}")
         from .schema import check_args_model
 
         check_args_model(args)  # raises SchemaError (a DefinitionError) naming the field path
     if execution_mode not in ("local", "provider"):
-        raise DefinitionError(
-            f"define_tool: 'execution_mode' must be 'local' or 'provider', got {execution_mode!r}"
-        )
+        raise DefinitionError(f"define_tool: 'execution_mode' must be 'local' or 'provider', got {execution_mode!r}")
     if execution_mode == "provider" and not execution_provider:
-        raise DefinitionError(
-            "define_tool: execution_mode='provider' requires 'execution_provider' (e.g. 'anthropic')"
-        )
+        raise DefinitionError("define_tool: execution_mode='provider' requires 'execution_provider' (e.g. 'anthropic')")
     if execution_mode == "local":
         _check_execute(execute, with_args=args is not None)
     _check_progress_argument(progress_argument, args)
@@ -238,9 +232,7 @@ def define_prompt(
     Every prompt is callable as a tool, so `tool_description` is required.
     """
     if not isinstance(tool_description, str) or not tool_description.strip():
-        raise DefinitionError(
-            "define_prompt: 'tool_description' is required (every prompt is callable as a tool)"
-        )
+        raise DefinitionError("define_prompt: 'tool_description' is required (every prompt is callable as a tool)")
     if args is not None:
         from .schema import check_args_model
 
@@ -310,11 +302,10 @@ def define_hook(name: str, fn: Callable[..., Any]) -> HookDefinition:
 def _check_execute(execute: Any, *, with_args: bool) -> None:
     if not callable(execute):
         raise DefinitionError(f"define_tool: 'execute' must be an async function, got {execute!r}")
-    if not inspect.iscoroutinefunction(execute) and not inspect.iscoroutinefunction(
-        getattr(execute, "__call__", None)
-    ):
+    if not inspect.iscoroutinefunction(execute) and not inspect.iscoroutinefunction(type(execute).__call__):
         raise DefinitionError(
-            f"define_tool: 'execute' must be an async function (async def), got {getattr(execute, '__name__', execute)!r}"
+            "define_tool: 'execute' must be an async function (async def), "
+            f"got {getattr(execute, '__name__', execute)!r}"
         )
     try:
         params = [

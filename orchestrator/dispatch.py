@@ -119,13 +119,24 @@ class Dispatcher:
             call = ToolCall(id=f"{parent.id}_queued_{count}", name=name, arguments=json.dumps(args))
             limit = self._settings.max_queued_tools
             if self._queued_runs >= limit:
-                result, more = ToolResult.fail(f"queue limit reached: at most {limit} queued tools run per step; {name!r} was not run"), []
+                result, more = (
+                    ToolResult.fail(
+                        f"queue limit reached: at most {limit} queued tools run per step; {name!r} was not run"
+                    ),
+                    [],
+                )
             else:
                 self._queued_runs += 1
-                result, more = await self._await_or_abort(asyncio.create_task(self._run_call(call, depth=0, queued=True)))
+                result, more = await self._await_or_abort(
+                    asyncio.create_task(self._run_call(call, depth=0, queued=True))
+                )
             announce = Message(
-                thread_id=self._step.state.thread_id, side=self._step.side, role="assistant",
-                tool_calls=[call], depth=self._step.depth, metadata={"queued_by": parent.id},
+                thread_id=self._step.state.thread_id,
+                side=self._step.side,
+                role="assistant",
+                tool_calls=[call],
+                depth=self._step.depth,
+                metadata={"queued_by": parent.id},
                 flow_id=self._flow_id(),
             )
             stored.append(await self._services.store_message(self._step.state, announce))
@@ -134,7 +145,9 @@ class Dispatcher:
         return stored
 
     # -- one call ----------------------------------------------------------
-    async def _run_call(self, call: ToolCall, *, depth: int, chain: tuple[str, ...] = (), queued: bool = False) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+    async def _run_call(
+        self, call: ToolCall, *, depth: int, chain: tuple[str, ...] = (), queued: bool = False
+    ) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         # A queued tool was allowed by its caller's `uses`, not by the prompt's tools.
         target = self._services.definitions.tools.get(call.name) if queued else self._step.callables.get(call.name)
         if target is None:
@@ -148,12 +161,17 @@ class Dispatcher:
         return await self._execute(target, call, args, chain)
 
     @tracing.tool_call
-    async def _execute(self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
+    async def _execute(
+        self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]
+    ) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         missing = await self._missing_variable(tool)
         if missing is not None:
             return missing, []
         context = ToolCallContext(
-            tool=tool, call_id=call.id, invoke=self._invoke, chain=chain + (tool.name or call.name,),
+            tool=tool,
+            call_id=call.id,
+            invoke=self._invoke,
+            chain=chain + (tool.name or call.name,),
             idempotency_key=f"{self._step.state.thread_id}:{call.id}",
         )
         state = self._step.state._bind_call(context)
@@ -182,8 +200,13 @@ class Dispatcher:
         (under the calling tool's id) so the page and the CLI show the nested call."""
         parent.invocations += 1  # ids derive from the caller's: the same on a run again after resume
         call_id = f"{parent.call_id}_invoked_{parent.invocations}"
-        where = {"id": call_id, "parent_id": parent.call_id, "name": name, "side": self._step.side,
-                 "depth": self._step.depth}  # fmt: skip
+        where = {
+            "id": call_id,
+            "parent_id": parent.call_id,
+            "name": name,
+            "side": self._step.side,
+            "depth": self._step.depth,
+        }
         bus, thread_id = self._services.bus, self._step.state.thread_id
         bus.publish(thread_id, "tool_invoked", {**where, "arguments": args})
         try:
@@ -200,7 +223,10 @@ class Dispatcher:
         if name in parent.chain:
             raise ToolUseError(f"invoke_tool cycle: {' -> '.join(parent.chain + (name,))}")
         if len(parent.chain) >= self._settings.max_invoke_depth:
-            raise ToolUseError(f"invoke_tool depth limit ({self._settings.max_invoke_depth}) reached: {' -> '.join(parent.chain + (name,))}")
+            raise ToolUseError(
+                f"invoke_tool depth limit ({self._settings.max_invoke_depth}) reached: "
+                f"{' -> '.join(parent.chain + (name,))}"
+            )
         target = self._services.definitions.resolve_callable(name)
         call = ToolCall(id=call_id, name=name, arguments=json.dumps(args))
         parsed, error = _parse_arguments(call, target.args)
@@ -238,7 +264,14 @@ class Dispatcher:
                 decoded.append((item, data))
         refs: list[ToolAttachment | AttachmentRef] = [a for a in result.attachments if isinstance(a, AttachmentRef)]
         for item, data in decoded:
-            ref = AttachmentRef(id=new_id("file"), name=item.name, mime_type=item.mime_type, size=len(data), width=item.width, height=item.height)
+            ref = AttachmentRef(
+                id=new_id("file"),
+                name=item.name,
+                mime_type=item.mime_type,
+                size=len(data),
+                width=item.width,
+                height=item.height,
+            )
             refs.append(await self._services.storage.put_file(self._step.state.thread_id, ref, data))
         return result.model_copy(update={"attachments": refs})
 
@@ -256,13 +289,22 @@ class Dispatcher:
         redact = self._services.redactor.for_thread(state.thread_id).text
         content = result.result if result.status == "success" else (result.error or "Tool failed")
         message = Message(
-            thread_id=state.thread_id, side=self._step.side, role="tool", tool_call_id=call.id, name=call.name,
-            content=redact(content or ""), tool_status=result.status, depth=self._step.depth, flow_id=self._flow_id(),
+            thread_id=state.thread_id,
+            side=self._step.side,
+            role="tool",
+            tool_call_id=call.id,
+            name=call.name,
+            content=redact(content or ""),
+            tool_status=result.status,
+            depth=self._step.depth,
+            flow_id=self._flow_id(),
             attachments=[a for a in result.attachments or [] if isinstance(a, AttachmentRef)],
             metadata={"stack": redact(result.stack)} if result.stack else {},
         )
         stored = await self._services.store_message(state, message, event="tool_result")
-        await hooks.call("after_tool_call_success" if result.status == "success" else "after_tool_call_failure", state, call, result)
+        await hooks.call(
+            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure", state, call, result
+        )
         return stored
 
     def _flow_id(self) -> str | None:
@@ -270,16 +312,22 @@ class Dispatcher:
         return execution.flow_id if execution else None
 
 
-def _parse_arguments(call: ToolCall, model: type[BaseModel] | None) -> tuple[BaseModel | dict[str, Any] | None, ToolResult | None]:
+def _parse_arguments(
+    call: ToolCall, model: type[BaseModel] | None
+) -> tuple[BaseModel | dict[str, Any] | None, ToolResult | None]:
     """The call's arguments, validated: a model instance, a plain dict without
     a model, or an error result the model can read and correct."""
     text = (call.arguments or "").strip() or "{}"
     try:
         args = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, ToolResult.fail(f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object.")
+        return None, ToolResult.fail(
+            f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object."
+        )
     if not isinstance(args, dict):
-        return None, ToolResult.fail(f"The arguments of {call.name!r} must be a JSON object, got {type(args).__name__}.")
+        return None, ToolResult.fail(
+            f"The arguments of {call.name!r} must be a JSON object, got {type(args).__name__}."
+        )
     if model is None:
         return args, None
     try:
@@ -310,7 +358,8 @@ def _coerce_result(name: str, raw: Any) -> ToolResult:
             problems = describe(exc)
             return ToolResult.fail(f"Tool {name!r} returned an invalid result: {problems}")
     return ToolResult.fail(
-        f"Tool {name!r} returned {type(raw).__name__}; expected a ToolResult or a dict with 'status' and 'result' or 'error'"
+        f"Tool {name!r} returned {type(raw).__name__}; "
+        "expected a ToolResult or a dict with 'status' and 'result' or 'error'"
     )
 
 

@@ -144,7 +144,14 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if thread_id in self._fences:  # an execution here still publishes
             return
-        if ch is not None and not ch.subscribers and not ch.pending and not ch.held and not ch.writing and ch.flushing is None:
+        if (
+            ch is not None
+            and not ch.subscribers
+            and not ch.pending
+            and not ch.held
+            and not ch.writing
+            and ch.flushing is None
+        ):
             del self._channels[thread_id]
             self._redactor.forget(thread_id)
             if self._broker is not None:
@@ -162,7 +169,9 @@ class EventBus:
         redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
         if redactor.active:
             data = redactor.data(data)
-        event = Event.model_construct(thread_id=thread_id, seq=ch.seq, type=type, data=data, at=time.time())  # fields are ours: skip validation
+        event = Event.model_construct(
+            thread_id=thread_id, seq=ch.seq, type=type, data=data, at=time.time()
+        )  # fields are ours: skip validation
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
         else:
@@ -269,7 +278,7 @@ class EventBus:
         if unknown:
             found = await self._storage.events_after(thread_id, unknown[0] - 1, limit=unknown[-1] - unknown[0] + 1)
             stored = {e.seq: (e.type, e.at) for e in found}
-        if len(ch.held) < len(ready) or any(a is not b for a, b in zip(ch.held, ready)):
+        if len(ch.held) < len(ready) or any(a is not b for a, b in zip(ch.held, ready, strict=False)):
             return  # let out (or dropped by a new attach) while we looked
         del ch.held[: len(ready)]
         ch.committed -= {e.seq for e in ready}

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from providers.stream import ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
+from . import tracing
 from .answers import answer_message, provider_family
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, StepTools
@@ -29,7 +30,6 @@ from .messages import ExecutionSnapshot, Message, SideName, StoppedBy, ThreadRec
 from .state import ExecutionState, ThreadState
 from .storage.base import StaleLeaseError
 from .streaming import CallStarted, StreamAssembler
-from . import tracing
 from .toolset import Toolset, build_toolset
 from .views import render_prompt, side_view
 
@@ -79,7 +79,9 @@ def _other(side: SideName) -> SideName:
     return "b" if side == "a" else "a"
 
 
-async def execute(services: Any, thread: ThreadRecord, *, person_message: str | None = None, on_start: Any = None) -> ExecutionResult:
+async def execute(
+    services: Any, thread: ThreadRecord, *, person_message: str | None = None, on_start: Any = None
+) -> ExecutionResult:
     """Run one execution of `thread` under its lease (one execution per thread)."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
@@ -119,7 +121,9 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
 
 
 class _Execution:
-    def __init__(self, services: Any, thread: ThreadRecord, agent: AgentDefinition, state: ThreadState, execution: ExecutionState) -> None:
+    def __init__(
+        self, services: Any, thread: ThreadRecord, agent: AgentDefinition, state: ThreadState, execution: ExecutionState
+    ) -> None:
         self.services = services
         self.thread = thread
         self.agent = agent
@@ -241,7 +245,15 @@ class _Execution:
         return _Outcome(called={c.name for c in assistant.tool_calls or []})
 
     @tracing.chat
-    async def _stream(self, side: SideName, prompt: PromptDefinition, info: Any, toolset: Toolset, messages: list[dict[str, Any]], depth: int) -> tuple[Message, StreamEnd]:
+    async def _stream(
+        self,
+        side: SideName,
+        prompt: PromptDefinition,
+        info: Any,
+        toolset: Toolset,
+        messages: list[dict[str, Any]],
+        depth: int,
+    ) -> tuple[Message, StreamEnd]:
         """Stream one response; tool_call_started fires as progress arguments close."""
         assembler = StreamAssembler(lambda name: _progress_argument(toolset, name))
         fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
@@ -249,7 +261,10 @@ class _Execution:
 
         async def consume() -> None:
             stream = self.services.client.stream(
-                self.model_alias(prompt), messages, tools=toolset.tools or None, extra=toolset.extra or None,
+                self.model_alias(prompt),
+                messages,
+                tools=toolset.tools or None,
+                extra=toolset.extra or None,
                 on_event=lambda kind, data: self._publish(kind, data),
             )
             async for item in stream:
@@ -272,22 +287,35 @@ class _Execution:
         await self._until_aborted(consume())
         last = end[0] if end else None
         message, events = answer_message(
-            assembler, last, thread_id=self.thread.id, side=side, depth=depth, flow_id=self.snap.flow_id,
-            model=last.model if last else info.model, provider_tools=toolset.provider_tools,
+            assembler,
+            last,
+            thread_id=self.thread.id,
+            side=side,
+            depth=depth,
+            flow_id=self.snap.flow_id,
+            model=last.model if last else info.model,
+            provider_tools=toolset.provider_tools,
         )
         for kind, data in events:
             self._publish(kind, data)
         message = _with_unique_call_ids(message, self.execution.message_history)
         return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
-    async def _fire_started(self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]) -> None:
+    async def _fire_started(
+        self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]
+    ) -> None:
         key = (call.index, call.name)  # not the value: hashing a 1 MB value would cost a millisecond
         if key in fired and fired[key] == call.progress_value:  # the same call again after a retried stream
             return
         fired[key] = call.progress_value
         start = ToolCallStart(
-            id=call.id, name=call.name, index=call.index, side=side, depth=depth,
-            progress_argument=_progress_argument(toolset, call.name), progress_value=call.progress_value,
+            id=call.id,
+            name=call.name,
+            index=call.index,
+            side=side,
+            depth=depth,
+            progress_argument=_progress_argument(toolset, call.name),
+            progress_value=call.progress_value,
         )
         await self.services.hooks.call("tool_call_started", self.state, start)
         self._publish("tool_call_started", start.model_dump())
@@ -330,7 +358,8 @@ class _Execution:
         """A crash between a message's commit and its event's write loses the
         event; publish it now so subscribers replaying the log see every message."""
         logged = {
-            e.data.get("id") for e in await self.services.storage.events_after(self.thread.id, 0)
+            e.data.get("id")
+            for e in await self.services.storage.events_after(self.thread.id, 0)
             if e.type in ("message_created", "tool_result") and isinstance(e.data, dict)
         }
         for message in self.execution.message_history:
@@ -342,7 +371,14 @@ class _Execution:
         """Run the tool calls of the last stored step that have no stored result."""
         history = [m for m in self.execution.message_history if m.depth == 0]
         answered = {m.tool_call_id for m in history if m.role == "tool"}
-        last = next((m for m in reversed(history) if m.role == "assistant" and m.side is not None and not m.metadata.get("queued_by")), None)
+        last = next(
+            (
+                m
+                for m in reversed(history)
+                if m.role == "assistant" and m.side is not None and not m.metadata.get("queued_by")
+            ),
+            None,
+        )
         if last is None or last.side != self.snap.current_side:
             return None
         pending = [c for c in last.tool_calls or [] if c.id not in answered]
@@ -401,13 +437,22 @@ class _Execution:
 
     def add_usage(self, end: StreamEnd) -> None:
         u = end.usage
-        self.thread.usage = self.thread.usage.add(Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts))
+        self.thread.usage = self.thread.usage.add(
+            Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts)
+        )
 
     def _log_step(self, side: SideName, info: Any, end: StreamEnd, started: float) -> None:
         _log.info(
-            "step", thread_id=self.thread.id, flow_id=self.snap.flow_id, side=side, step=self.snap.step_count,
-            model=end.model or info.model, input_tokens=end.usage.input_tokens, output_tokens=end.usage.output_tokens,
-            cost=end.usage.cost, duration_ms=round((time.perf_counter() - started) * 1000, 1),
+            "step",
+            thread_id=self.thread.id,
+            flow_id=self.snap.flow_id,
+            side=side,
+            step=self.snap.step_count,
+            model=end.model or info.model,
+            input_tokens=end.usage.input_tokens,
+            output_tokens=end.usage.output_tokens,
+            cost=end.usage.cost,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
 
     def _publish(self, kind: str, data: Any) -> None:
@@ -434,13 +479,19 @@ class _Execution:
             status = "stopped" if aborted or self.snap.reason == "stopped" else "completed"
         else:
             status = "idle"
-        self._publish("execution_stopped", {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by})
+        self._publish(
+            "execution_stopped",
+            {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by},
+        )
         await self._save(status=status)
         return await self._result()
 
     async def _fail(self, exc: ProviderError) -> ExecutionResult:
         self._end(self.snap.current_side, "error")
-        self._publish("execution_failed", {"flow_id": self.snap.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status})
+        self._publish(
+            "execution_failed",
+            {"flow_id": self.snap.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status},
+        )
         await self._save(status="failed")
         raise ExecutionFailed(str(exc), await self._result()) from exc
 
@@ -449,12 +500,19 @@ class _Execution:
         output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
         last = next((m for m in reversed(new) if m.role == "assistant" and m.depth == 0 and m.finish), None)
         return ExecutionResult(
-            finish=last.finish if last else None, truncated=last is not None and last.finish == "length",
+            finish=last.finish if last else None,
+            truncated=last is not None and last.finish == "length",
             refusal=last.refusal if last else None,
-            thread_id=self.thread.id, flow_id=self.snap.flow_id, stopped_by=self.snap.stopped_by,
-            reason=self.snap.reason or "rest", step_count=self.snap.step_count,
-            side_a_step_count=self.snap.side_a_step_count, side_b_step_count=self.snap.side_b_step_count,
-            usage=self.thread.usage, output=output, new_messages=new,
+            thread_id=self.thread.id,
+            flow_id=self.snap.flow_id,
+            stopped_by=self.snap.stopped_by,
+            reason=self.snap.reason or "rest",
+            step_count=self.snap.step_count,
+            side_a_step_count=self.snap.side_a_step_count,
+            side_b_step_count=self.snap.side_b_step_count,
+            usage=self.thread.usage,
+            output=output,
+            new_messages=new,
         )
 
 

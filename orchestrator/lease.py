@@ -70,7 +70,9 @@ class LeaseKeeper:
             wait=wait_exponential(multiplier=self._ttl / 30, max=self._ttl / 6),
             sleep=self._sleep,
             before_sleep=lambda state: _log.warning(
-                "lease_renewal_failed", thread_id=self.lease.thread_id, attempt=state.attempt_number,
+                "lease_renewal_failed",
+                thread_id=self.lease.thread_id,
+                attempt=state.attempt_number,
                 error=str(state.outcome.exception()) if state.outcome else None,
             ),
             reraise=True,

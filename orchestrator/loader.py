@@ -209,9 +209,10 @@ class _Loader:
             if entry.is_dir():
                 if entry.name != "__pycache__":
                     self._problem(
-                        entry, "nested-folder",
+                        entry,
+                        "nested-folder",
                         f"nested folders are not allowed in {kind}/; move its files up into {kind}/",
-                    )  # fmt: skip
+                    )
                 continue
             if entry.suffix != ".py" or entry.name.startswith("_"):
                 continue
@@ -223,10 +224,11 @@ class _Loader:
         if not _SNAKE.fullmatch(stem):
             suggestion = re.sub(r"[^a-z0-9]+", "_", re.sub(r"(?<!^)(?=[A-Z])", "_", stem).lower())
             self._problem(
-                file, "snake-case",
+                file,
+                "snake-case",
                 f"file names must be snake_case (lowercase letters, digits, _): "
                 f"rename to {suggestion.strip('_') + '.py'!r}",
-            )  # fmt: skip
+            )
             return False
         if len(stem) > _MAX_NAME:
             self._problem(file, "name-too-long", f"name {stem!r} is longer than {_MAX_NAME} characters")
@@ -246,9 +248,10 @@ class _Loader:
         if value is None:
             self.failed[kind].add(stem)
             self._problem(
-                file, "missing-definition",
+                file,
+                "missing-definition",
                 f"defines no module-level {attr!r}; a file in {kind}/ sets `{attr} = define_{attr}(...)`",
-            )  # fmt: skip
+            )
             return
         if not isinstance(value, cls):
             self.failed[kind].add(stem)
@@ -259,10 +262,11 @@ class _Loader:
             return
         if isinstance(value, HookDefinition) and value.hook != stem:
             self._problem(
-                file, "hook-name",
+                file,
+                "hook-name",
                 f"a hook file is named after its hook: define_hook({value.hook!r}, ...) "
                 f"belongs in hooks/{value.hook}.py",
-            )  # fmt: skip
+            )
             return
         getattr(self.defs, kind)[stem] = value.named(stem)
         self.files[(kind, stem)] = file
@@ -288,10 +292,11 @@ class _Loader:
         ]
         if others:
             self._problem(
-                file, "one-per-file",
+                file,
+                "one-per-file",
                 f"one definition per file: {', '.join(repr(n) for n in others)} beside {attr!r}; "
                 "move each into its own file",
-            )  # fmt: skip
+            )
             return False
         return True
 
@@ -304,10 +309,11 @@ class _Loader:
                 file = self.files[(kind, name)]
                 if name in seen:
                     self._problem(
-                        file, "duplicate-name",
+                        file,
+                        "duplicate-name",
                         f"{name!r} is already defined by {seen[name]}; tools, prompts and exposed "
                         "agents share one namespace (every one is offered to models as a tool)",
-                    )  # fmt: skip
+                    )
                 else:
                     seen[name] = file
 
@@ -343,11 +349,12 @@ class _Loader:
                 continue
             if prompt is not None and ref not in prompt.tools:
                 self._problem(
-                    self.files[key], "tool-not-offered",
+                    self.files[key],
+                    "tool-not-offered",
                     f"agent {agent!r} {label} {option} {ref!r} is not among prompt {side.prompt!r}'s "
                     "tools, so its model can never call it; add it to that prompt's tools",
                     _line_of(self.files[key], ref),
-                )  # fmt: skip
+                )
 
     def _reference(self, key: tuple[str, str], what: str, ref: str, known: set[str]) -> bool:
         if ref in known:
@@ -428,4 +435,3 @@ def _suggest(name: str, known: list[str]) -> str:
         shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
         return f" (known: {shown})"
     return " (nothing is defined)"
-

@@ -69,8 +69,10 @@ def _mcp_reference(file: Path, prompt: str, ref: str, config: ProvidersConfig) -
     if server in config.mcp_servers:
         return []
     known = ", ".join(sorted(config.mcp_servers)) or "none"
-    message = (f"prompt {prompt!r}: tool {ref!r} names MCP server {server!r}, which is not under mcp_servers "
-               f"in the config (known: {known})")
+    message = (
+        f"prompt {prompt!r}: tool {ref!r} names MCP server {server!r}, which is not under mcp_servers "
+        f"in the config (known: {known})"
+    )
     return [Problem(str(file), "unknown-mcp-server", message, _line_of(file, ref))]
 
 

@@ -30,8 +30,13 @@ def _opening_text(args: dict[str, Any]) -> str:
 
 @tracing.tool_call
 async def run_nested(
-    run: _Execution, target: PromptDefinition | AgentDefinition, args: dict[str, Any], call: ToolCall, side: SideName,
-    depth: int, caller: ThreadState,
+    run: _Execution,
+    target: PromptDefinition | AgentDefinition,
+    args: dict[str, Any],
+    call: ToolCall,
+    side: SideName,
+    depth: int,
+    caller: ThreadState,
 ) -> ToolResult:
     limit = run.services.settings.max_invoke_depth
     if depth + 1 > limit:
@@ -42,7 +47,12 @@ async def run_nested(
 
 
 async def _run_prompt(
-    run: _Execution, prompt: PromptDefinition, args: dict[str, Any], call: ToolCall, side: SideName, depth: int,
+    run: _Execution,
+    prompt: PromptDefinition,
+    args: dict[str, Any],
+    call: ToolCall,
+    side: SideName,
+    depth: int,
     caller: ThreadState,
 ) -> ToolResult:
     inner = depth + 1
@@ -50,8 +60,13 @@ async def _run_prompt(
     info, toolset = await run._toolset(prompt)
     system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
     opening = Message(
-        thread_id=run.thread.id, side=side, role="user", content=_opening_text(args), depth=inner,
-        flow_id=run.snap.flow_id, metadata={"parent_call": call.id, "prompt": prompt.name},
+        thread_id=run.thread.id,
+        side=side,
+        role="user",
+        content=_opening_text(args),
+        depth=inner,
+        flow_id=run.snap.flow_id,
+        metadata={"parent_call": call.id, "prompt": prompt.name},
     )
     local: list[Message] = [await run.services.store_message(state, opening)]
     for _ in range(prompt.max_steps):
@@ -66,12 +81,20 @@ async def _run_prompt(
     return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
 
 
-async def _run_agent(run: _Execution, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int) -> ToolResult:
+async def _run_agent(
+    run: _Execution, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int
+) -> ToolResult:
     from .executor import ExecutionFailed, execute
 
     services = run.services
     child = await services.storage.create_thread(
-        ThreadRecord(agent_id=agent.name or call.name, user_id=run.thread.user_id, arguments=args, parent_id=run.thread.id, depth=run.thread.depth + 1)
+        ThreadRecord(
+            agent_id=agent.name or call.name,
+            user_id=run.thread.user_id,
+            arguments=args,
+            parent_id=run.thread.id,
+            depth=run.thread.depth + 1,
+        )
     )
     run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
     try:

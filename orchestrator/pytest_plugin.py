@@ -64,14 +64,19 @@ class ModelRequestBlocked(BaseException):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("orchestrator", "orchestrator: recorded agent sessions")
     try:
-        group.addoption("--record-mode", choices=RECORD_MODES, default=None,
-                        help="none (default): replay only; once: record missing cassettes; "
-                             "new_episodes: record what comes after the recording; all: record afresh")
+        group.addoption(
+            "--record-mode",
+            choices=RECORD_MODES,
+            default=None,
+            help="none (default): replay only; once: record missing cassettes; "
+            "new_episodes: record what comes after the recording; all: record afresh",
+        )
     except ValueError:
         pass  # pytest-recording defines the same option with the same meaning: share it
     parser.addini("orchestrator_agents", "the definitions folder, from the rootdir", default="agents")
-    parser.addini("orchestrator_config", "config files, from the rootdir", type="linelist",
-                  default=["configs/default.yaml"])
+    parser.addini(
+        "orchestrator_config", "config files, from the rootdir", type="linelist", default=["configs/default.yaml"]
+    )
     parser.addini("orchestrator_cassettes", "where cassettes live, from the rootdir", default="tests/cassettes")
 
 
@@ -124,8 +129,9 @@ class AgentRuntime:
             if not self.cassette_path.exists():
                 pytest.fail(f"no cassette at {self.cassette_path}: record it with {self.record_command}", pytrace=False)
             cassette = load_cassette(self.cassette_path)
-            stand_ins = {name: f"stand-in-for-{name}" for name in cassette.metadata.get("env", [])
-                         if name not in os.environ}
+            stand_ins = {
+                name: f"stand-in-for-{name}" for name in cassette.metadata.get("env", []) if name not in os.environ
+            }
             self._replayer = Replayer(cassette, on_exhausted="pass" if self.mode == "new_episodes" else "fail")
             self._replayer.start()
         else:
@@ -133,8 +139,11 @@ class AgentRuntime:
         if not self.replaying or self.mode == "new_episodes":
             present = sorted(name for name in definitions_env if name in os.environ)
             self.cassette_path.parent.mkdir(parents=True, exist_ok=True)
-            self._recorder = Recorder(self.cassette_path, secrets=[os.environ[n] for n in present],
-                                      metadata={"env": present, "test": self.nodeid})
+            self._recorder = Recorder(
+                self.cassette_path,
+                secrets=[os.environ[n] for n in present],
+                metadata={"env": present, "test": self.nodeid},
+            )
             self._recorder.start()
         runtime = Runtime.from_path(self.agents, config=self.configs, storage=f"sqlite:///{self._db}", model=self.model)
         runtime.settings.env.update(stand_ins)
@@ -159,7 +168,9 @@ class AgentRuntime:
         mismatch = self._replayer.mismatch if self._replayer is not None else None
         if mismatch is not None:
             self._replayer = None
-            raise CassetteMismatch(f"{mismatch}\nto record this test again: {self.record_command.replace('once', 'all')}")
+            raise CassetteMismatch(
+                f"{mismatch}\nto record this test again: {self.record_command.replace('once', 'all')}"
+            )
 
     @contextmanager
     def _network_guard(self) -> Iterator[None]:
@@ -175,9 +186,11 @@ class AgentRuntime:
             host = request.url.host.decode() if isinstance(request.url.host, bytes) else str(request.url.host)
             if host in _LOOPBACK:
                 return
-            message = (f"{harness.nodeid}: a request to {host} left the machine while replaying "
-                       f"{harness.cassette_path.name}; no cassette, scripted or test model serves it. "
-                       f"Record it with: {harness.record_command}")
+            message = (
+                f"{harness.nodeid}: a request to {host} left the machine while replaying "
+                f"{harness.cassette_path.name}; no cassette, scripted or test model serves it. "
+                f"Record it with: {harness.record_command}"
+            )
             harness._blocked.append(message)
             raise ModelRequestBlocked(message)
 
@@ -195,13 +208,16 @@ class AgentRuntime:
         # respx wraps the pools' methods when a mock starts, but only methods that keep their own names
         guarded_async.__name__, guarded_sync.__name__ = "handle_async_request", "handle_request"
 
-        with mock.patch.object(httpcore.AsyncConnectionPool, "handle_async_request", guarded_async), \
-                mock.patch.object(httpcore.ConnectionPool, "handle_request", guarded_sync):
+        with (
+            mock.patch.object(httpcore.AsyncConnectionPool, "handle_async_request", guarded_async),
+            mock.patch.object(httpcore.ConnectionPool, "handle_request", guarded_sync),
+        ):
             yield
 
     # -- assertions (shared with orchestrator.checks) --------------------------
-    async def assert_tool_calls(self, thread: Thread, expected: Sequence[checks.ExpectedCall], *,
-                                ordered: bool = True) -> None:
+    async def assert_tool_calls(
+        self, thread: Thread, expected: Sequence[checks.ExpectedCall], *, ordered: bool = True
+    ) -> None:
         """Each expected call was made (a name, or a name and a subset of its arguments), in order if `ordered`."""
         _assert(checks.check_tool_calls(await checks.calls_made(thread), expected, ordered=ordered))
 

@@ -33,7 +33,7 @@ from .logs import ensure_logging, register_secrets
 from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
-from .storage import Storage, StepWrite, open_storage
+from .storage import StepWrite, Storage, open_storage
 from .storage.owners import process_owner
 from .validation import describe
 
@@ -56,17 +56,29 @@ class Services:
     redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
-    toolsets: dict[tuple[str, str | None], Any] = field(default_factory=dict)  # (prompt, model alias) -> (ModelInfo, Toolset)
+    toolsets: dict[tuple[str, str | None], Any] = field(
+        default_factory=dict
+    )  # (prompt, model alias) -> (ModelInfo, Toolset)
     mcp: McpTools | None = None  # the config's MCP servers, started on first use
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
 
-    async def store_message(self, state: ThreadState, message: Message, *, event: str = "message_created", thread: ThreadRecord | None = None) -> Message:
+    async def store_message(
+        self,
+        state: ThreadState,
+        message: Message,
+        *,
+        event: str = "message_created",
+        thread: ThreadRecord | None = None,
+    ) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""
         message = await self.hooks.transform("before_create_message", state, message)
         execution = state.execution
         write = StepWrite(
-            thread_id=message.thread_id, new_messages=[message], events=self.bus.take_pending(message.thread_id),
-            thread=thread, lease_token=execution.lease_token if execution else None,
+            thread_id=message.thread_id,
+            new_messages=[message],
+            events=self.bus.take_pending(message.thread_id),
+            thread=thread,
+            lease_token=execution.lease_token if execution else None,
         )
         try:
             [stored] = await self.storage.commit(write)
@@ -92,7 +104,15 @@ class Services:
 
 
 class Runtime:
-    def __init__(self, definitions: Any, *, config: Any, storage: Storage, settings: RuntimeSettings | None = None, client: Any = None) -> None:
+    def __init__(
+        self,
+        definitions: Any,
+        *,
+        config: Any,
+        storage: Storage,
+        settings: RuntimeSettings | None = None,
+        client: Any = None,
+    ) -> None:
         self.definitions = definitions
         self.config = config
         self.settings = settings or RuntimeSettings()
@@ -160,8 +180,13 @@ class Runtime:
 
                     client = ModelClient(self.config)
                 self._services = Services(
-                    definitions=self.definitions, storage=self.storage, bus=EventBus(self.storage, redactor),
-                    hooks=Hooks(self.definitions.hooks), client=client, settings=self.settings, redactor=redactor,
+                    definitions=self.definitions,
+                    storage=self.storage,
+                    bus=EventBus(self.storage, redactor),
+                    hooks=Hooks(self.definitions.hooks),
+                    client=client,
+                    settings=self.settings,
+                    redactor=redactor,
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
                     owner=process_owner(),
                     mcp=_mcp_tools(self.config, redactor),
@@ -250,11 +275,19 @@ class Runtime:
         problems = model_problems(self.definitions, self.config, override=self.settings.model)
         if problems:
             count = len(problems)
-            raise DefinitionError("\n".join([f"{count} prompt{'s' if count != 1 else ''} cannot run on their model:",
-                                             *(str(p) for p in problems)]))  # fmt: skip
+            raise DefinitionError(
+                "\n".join(
+                    [
+                        f"{count} prompt{'s' if count != 1 else ''} cannot run on their model:",
+                        *(str(p) for p in problems),
+                    ]
+                )
+            )
 
     # -- threads -----------------------------------------------------------
-    async def create_thread(self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> Thread:
+    async def create_thread(
+        self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None
+    ) -> Thread:
         await self.open()
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
@@ -267,11 +300,20 @@ class Runtime:
         await self.open()
         return Thread(self, await self.storage.get_thread(thread_id))
 
-    async def list_threads(self, *, user_id: str | None = None, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
+    async def list_threads(
+        self, *, user_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[ThreadRecord]:
         await self.open()
         return await self.storage.list_threads(user_id=user_id, limit=limit, offset=offset)
 
-    async def run(self, agent: str, input: str | None = None, *, arguments: dict[str, Any] | None = None, user_id: str | None = None) -> ExecutionResult:
+    async def run(
+        self,
+        agent: str,
+        input: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
+        user_id: str | None = None,
+    ) -> ExecutionResult:
         """One call: create a thread and run it (dual_ai) or send `input` (ai_human)."""
         thread = await self.create_thread(agent, arguments, user_id)
         return await (thread.send(input) if input is not None else thread.run())
@@ -279,8 +321,10 @@ class Runtime:
     async def set_user_env(self, user_id: str, name: str, value: str, type: EnvType = "secret") -> None:
         await self.open()
         if type == "secret" and len(value) < MIN_SECRET_LEN:
-            raise ValueError(f"set_user_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters; "
-                             "store it with type 'text' if it need not be hidden")  # fmt: skip
+            raise ValueError(
+                f"set_user_env: secret value for {name!r} must be at least {MIN_SECRET_LEN} characters; "
+                "store it with type 'text' if it need not be hidden"
+            )
         await self.storage.set_env("user", user_id, name, value, type)  # redacted in a thread once it reads it
 
     def _agent(self, name: str) -> AgentDefinition:
@@ -372,7 +416,9 @@ class Thread:
     def _check_kind(self, text: str | None) -> None:
         kind = self.agent.type
         if text is None and kind != "dual_ai":
-            raise TypeError(f"thread {self.id} runs ai_human agent {self.record.agent_id!r}: use send(text) for the person's turn")
+            raise TypeError(
+                f"thread {self.id} runs ai_human agent {self.record.agent_id!r}: use send(text) for the person's turn"
+            )
         if text is not None and kind != "ai_human":
             raise TypeError(f"thread {self.id} runs dual_ai agent {self.record.agent_id!r}: use run()")
         if text is not None and (not isinstance(text, str) or not text.strip()):
@@ -419,9 +465,18 @@ class Thread:
         async for event in self._runtime.services.bus.subscribe(self.id, after):
             yield event
 
-    async def get_messages(self, limit: int | None = None, offset: int = 0, order: Literal["asc", "desc"] = "asc", include_silent: bool = False, max_depth: int | None = None) -> MessagesResult:
+    async def get_messages(
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        order: Literal["asc", "desc"] = "asc",
+        include_silent: bool = False,
+        max_depth: int | None = None,
+    ) -> MessagesResult:
         await self._runtime.open()
-        return await self._runtime.storage.get_messages(self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth)
+        return await self._runtime.storage.get_messages(
+            self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+        )
 
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
@@ -497,7 +552,9 @@ def _mcp_tools(config: Any, secrets: SecretScopes) -> McpTools | None:
     import importlib.util
 
     if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("jsonschema") is None:
-        raise RuntimeError("the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator-runtime[mcp]'")
+        raise RuntimeError(
+            "the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator-runtime[mcp]'"
+        )
     from .mcp import McpTools
 
     return McpTools(servers, lambda text: secrets.everywhere().text(text))  # stderr is the operator's log
@@ -513,5 +570,3 @@ def _config_secrets(config: Any) -> list[str]:
             if value:
                 secrets.append(value)
     return secrets
-
-

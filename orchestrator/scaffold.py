@@ -45,8 +45,9 @@ def init_project(target: Path, *, force: bool = False) -> list[Path]:
         destination = target / relative.parent / _RENAMES.get(relative.name, relative.name)
         destination.parent.mkdir(parents=True, exist_ok=True)
         if relative.name in _RENDERED:
-            destination.write_text(source.read_text(encoding="utf-8").replace("{name}", target.resolve().name),
-                                   encoding="utf-8")
+            destination.write_text(
+                source.read_text(encoding="utf-8").replace("{name}", target.resolve().name), encoding="utf-8"
+            )
         else:
             shutil.copyfile(source, destination)
         written.append(destination)
@@ -70,8 +71,9 @@ async def _record_example(target: Path) -> Path:
     ScriptedModel(turns["RECORDED"]).mount(router)
     metadata = {"env": [], "test": "tests/test_agents.py::test_replays_a_recorded_conversation"}
     with router, Recorder(cassette, metadata=metadata):
-        runtime = Runtime.from_path(target / "agents", config=target / "configs" / "default.yaml",
-                                    storage=":memory:", model="recorded")
+        runtime = Runtime.from_path(
+            target / "agents", config=target / "configs" / "default.yaml", storage=":memory:", model="recorded"
+        )
         async with runtime:
             thread = await runtime.create_thread("weather_chat")
             await thread.send(turns["QUESTION"])

@@ -171,9 +171,7 @@ def _check_literal(tp: Any, *, path: str, stack: tuple[type, ...]) -> None:
 def _check_enum(tp: type[enum.Enum], *, path: str, stack: tuple[type, ...]) -> None:
     for member in tp:
         if not isinstance(member.value, (str, int)) or isinstance(member.value, bool):
-            raise _refuse(
-                stack[0], path, f"enum {tp.__name__} has a non-str/int value {member.value!r}"
-            )
+            raise _refuse(stack[0], path, f"enum {tp.__name__} has a non-str/int value {member.value!r}")
 
 
 def _reason(tp: Any) -> str:
@@ -439,10 +437,24 @@ def _dialect(dialect: str) -> Callable[[dict, str], dict]:
 # --------------------------------------------------------------------------
 
 _OPENAI_KEYWORDS = {
-    "type", "description", "properties", "required", "additionalProperties", "items",
-    "enum", "anyOf", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
-}  # fmt: skip
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "anyOf",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+}
 _OPENAI_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 
 
@@ -505,10 +517,25 @@ def _anthropic(node: dict, path: str) -> dict:
 # --------------------------------------------------------------------------
 
 _GEMINI_KEYWORDS = {
-    "type", "format", "description", "nullable", "enum", "maxItems", "minItems",
-    "properties", "required", "minProperties", "maxProperties", "minLength",
-    "maxLength", "pattern", "anyOf", "items", "minimum", "maximum",
-}  # fmt: skip
+    "type",
+    "format",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "anyOf",
+    "items",
+    "minimum",
+    "maximum",
+}
 _GEMINI_FORMATS = {"string": {"date-time", "enum"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
 
 

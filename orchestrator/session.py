@@ -113,7 +113,9 @@ async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, 
             messages = (await thread.get_messages(include_silent=True)).messages
             if recorder is not None:
                 recorder.cassette.metadata.update(
-                    agent=options.agent, arguments=options.arguments or {}, messages=list(options.messages),
+                    agent=options.agent,
+                    arguments=options.arguments or {},
+                    messages=list(options.messages),
                     transcript=transcript(messages),
                 )
     return result, messages
@@ -141,8 +143,10 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
                     result = await thread.send(text)
                     sent += 1
             if not sent and not options.interactive:
-                raise NothingToSend(f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "
-                                    "pass -m TEXT (repeat for more turns) or pipe lines on stdin")  # fmt: skip
+                raise NothingToSend(
+                    f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "
+                    "pass -m TEXT (repeat for more turns) or pipe lines on stdin"
+                )
     finally:
         if watcher is not None:
             await asyncio.sleep(0)
@@ -199,7 +203,7 @@ def _http_context(options: SessionOptions, runtime: Runtime) -> Any:
 def compare(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> list[str]:
     """Differences between two transcripts, one line each (empty when they match)."""
     problems = []
-    for i, (e, g) in enumerate(zip(expected, got)):
+    for i, (e, g) in enumerate(zip(expected, got, strict=False)):
         if e != g:
             problems.append(f"message {i + 1}: expected {json.dumps(e)[:200]}, got {json.dumps(g)[:200]}")
     if len(expected) != len(got):

@@ -25,20 +25,47 @@ class RuntimeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, description="Run every prompt on this model alias (the CLI's --model).")
-    redis: str | None = Field(default=None, description="Redis URL for cross-process event fan-out (servers + workers); None: in-process only.")
-    storage: str = Field(default="sqlite:///orchestrator.db", description="Storage URL (sqlite:///path or postgresql://...)")
-    tool_timeout: float = Field(default=60.0, gt=0, description="Seconds a tool may run unless it sets its own timeout.")
-    max_tool_result_chars: int = Field(default=100_000, ge=1_000, description="Longer results are truncated with a note to the model.")
+    redis: str | None = Field(
+        default=None,
+        description="Redis URL for cross-process event fan-out (servers + workers); None: in-process only.",
+    )
+    storage: str = Field(
+        default="sqlite:///orchestrator.db", description="Storage URL (sqlite:///path or postgresql://...)"
+    )
+    tool_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds a tool may run unless it sets its own timeout."
+    )
+    max_tool_result_chars: int = Field(
+        default=100_000, ge=1_000, description="Longer results are truncated with a note to the model."
+    )
     max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
-    max_queued_tools: int = Field(default=16, ge=0, description="Queued tools per step; more are refused with an error result.")
-    max_invoke_depth: int = Field(default=8, ge=1, description="Nesting bound for invoke_tool and prompts/agents as tools.")
-    default_max_steps: int = Field(default=25, ge=1, description="A side's steps per turn when its Side sets no max_steps.")
-    default_max_session_turns: int = Field(default=50, ge=1, description="Bound for agents that set no max_session_turns.")
-    lease_ttl: float = Field(default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal.")
-    gc_freeze: bool = Field(default=True, description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).")
-    trace_content: bool = Field(default=False, description="Record model input and output (redacted) on OpenTelemetry spans.")
+    max_queued_tools: int = Field(
+        default=16, ge=0, description="Queued tools per step; more are refused with an error result."
+    )
+    max_invoke_depth: int = Field(
+        default=8, ge=1, description="Nesting bound for invoke_tool and prompts/agents as tools."
+    )
+    default_max_steps: int = Field(
+        default=25, ge=1, description="A side's steps per turn when its Side sets no max_steps."
+    )
+    default_max_session_turns: int = Field(
+        default=50, ge=1, description="Bound for agents that set no max_session_turns."
+    )
+    lease_ttl: float = Field(
+        default=30.0, gt=0, description="Seconds a thread's execution lease lives without renewal."
+    )
+    gc_freeze: bool = Field(
+        default=True,
+        description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).",
+    )
+    trace_content: bool = Field(
+        default=False, description="Record model input and output (redacted) on OpenTelemetry spans."
+    )
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Process-wide run_code budget.")
-    env: dict[str, str] = Field(default_factory=dict, description="Runtime-instance env values (text); secrets belong in the process environment.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Runtime-instance env values (text); secrets belong in the process environment.",
+    )
 
 
 register_section("runtime", RuntimeSettings)  # its problems are reported with the config's others, with lines

@@ -133,7 +133,9 @@ class ThreadState:
     ) -> None:
         self._services = services
         self._thread = thread
-        services.redactor.nest(thread.id, getattr(thread, "parent_id", None))  # a child's secrets stay out of its parent too
+        services.redactor.nest(
+            thread.id, getattr(thread, "parent_id", None)
+        )  # a child's secrets stay out of its parent too
         self._agent = agent
         self.execution = execution
         self.context: dict[str, Any] = {}
@@ -175,7 +177,13 @@ class ThreadState:
         return self._call.idempotency_key if self._call else None
 
     def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
-        bound = ThreadState(self._services, self._thread, self._agent, execution=self.execution, depth=self._depth if depth is None else depth)
+        bound = ThreadState(
+            self._services,
+            self._thread,
+            self._agent,
+            execution=self.execution,
+            depth=self._depth if depth is None else depth,
+        )
         bound.context = self.context
         bound._call = call
         return bound
@@ -214,8 +222,12 @@ class ThreadState:
         if not isinstance(content, str):
             raise TypeError(f"inject_message: content must be a string, got {type(content).__name__}")
         message = Message(
-            thread_id=self.thread_id, role=role, content=content, silent=silent,
-            metadata=dict(metadata or {}), depth=self._depth,
+            thread_id=self.thread_id,
+            role=role,
+            content=content,
+            silent=silent,
+            metadata=dict(metadata or {}),
+            depth=self._depth,
             flow_id=self.execution.flow_id if self.execution else None,
         )
         return await self._services.store_message(self, message)
@@ -315,4 +327,3 @@ class ThreadState:
         if self.execution is not None and "abort_signal" not in options:
             options["abort_signal"] = self.execution.abort_signal
         return run_code(source, **options)
-

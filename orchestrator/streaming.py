@@ -68,7 +68,19 @@ class ProgressScanner:
     key holding a string still would, as `json.loads` keeps the last one).
     """
 
-    __slots__ = ("_blocks", "_depth", "_escape", "_escaped", "_in_string", "_matched", "_parts", "_state", "done", "key", "value")
+    __slots__ = (
+        "_blocks",
+        "_depth",
+        "_escape",
+        "_escaped",
+        "_in_string",
+        "_matched",
+        "_parts",
+        "_state",
+        "done",
+        "key",
+        "value",
+    )
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -77,7 +89,9 @@ class ProgressScanner:
         self._state = _START
         self._escape = False  # the previous fragment ended right after a backslash
         self._parts: list[str] = []  # raw text of the key or value being read
-        self._blocks: list[str] = []  # earlier parts, joined a few hundred at a time (a 1 MB value comes in 100k deltas)
+        self._blocks: list[
+            str
+        ] = []  # earlier parts, joined a few hundred at a time (a 1 MB value comes in 100k deltas)
         self._escaped = False  # the string being read has a backslash: it needs decoding
         self._depth = 0  # depth inside a skipped object/array value
         self._in_string = False  # inside a string within a skipped container
@@ -362,7 +376,9 @@ class StreamAssembler:
     def tool_calls(self) -> list[ToolCall]:
         return [
             ToolCall(
-                id=self._id(c), name=c.name or "", arguments=args if (args := _joined(c.parts)).strip() else "{}",
+                id=self._id(c),
+                name=c.name or "",
+                arguments=args if (args := _joined(c.parts)).strip() else "{}",
                 signature=c.signature,
             )
             for _, c in sorted(self._calls.items())

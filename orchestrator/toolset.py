@@ -24,7 +24,13 @@ _ANTHROPIC_NATIVE: dict[str, dict[str, Any]] = {
     "web_fetch": {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 5},
     "code_execution": {"type": "code_execution_20250825", "name": "code_execution"},
 }
-_PROVIDER_FAMILIES = {"anthropic": "anthropic", "openai": "openai", "azure": "openai", "gemini": "gemini", "vertex_ai": "gemini"}
+_PROVIDER_FAMILIES = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "azure": "openai",
+    "gemini": "gemini",
+    "vertex_ai": "gemini",
+}
 
 
 @dataclass

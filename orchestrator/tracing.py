@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Tracer
 
 try:
     from opentelemetry import context as _otel_context
@@ -50,8 +50,12 @@ def _tracer() -> Tracer:
     return _trace.get_tracer("orchestrator")  # a proxy until the host sets its provider, so ask each time
 
 
-def _traced(name_of: Callable[..., str], before: Callable[..., Mapping[str, Any]],
-            after: Callable[..., Mapping[str, Any]] | None = None, kind: str = "INTERNAL") -> Callable[[AsyncFn], AsyncFn]:
+def _traced(
+    name_of: Callable[..., str],
+    before: Callable[..., Mapping[str, Any]],
+    after: Callable[..., Mapping[str, Any]] | None = None,
+    kind: str = "INTERNAL",
+) -> Callable[[AsyncFn], AsyncFn]:
     """Wrap an async method in a span: `before(*args)` gives its attributes, `after(result, *args)` more."""
 
     def decorate(fn: AsyncFn) -> AsyncFn:
@@ -144,8 +148,9 @@ turn = _traced(
 )
 
 
-def _chat_attrs(run: Any, side: str, prompt: Any, info: Any, toolset: Any, messages: list[dict[str, Any]],
-                depth: int) -> dict[str, Any]:
+def _chat_attrs(
+    run: Any, side: str, prompt: Any, info: Any, toolset: Any, messages: list[dict[str, Any]], depth: int
+) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": info.provider_type,
@@ -177,8 +182,12 @@ def _chat_result(result: tuple[Any, Any], run: Any, *args: Any, **kwargs: Any) -
     return attributes
 
 
-chat = _traced(lambda run, side, prompt, info, *a, **k: f"chat {info.model.partition('/')[2] or info.model}",
-               _chat_attrs, _chat_result, kind="CLIENT")
+chat = _traced(
+    lambda run, side, prompt, info, *a, **k: f"chat {info.model.partition('/')[2] or info.model}",
+    _chat_attrs,
+    _chat_result,
+    kind="CLIENT",
+)
 
 
 def _call_of(args: tuple[Any, ...]) -> Any:

@@ -81,8 +81,12 @@ def side_view(
 
 class _Context:
     def __init__(
-        self, results: dict[str | None, Message], queued: dict[str, list[Message]], image_input: bool,
-        attachment_data: Mapping[str, str], family: str | None = None,
+        self,
+        results: dict[str | None, Message],
+        queued: dict[str, list[Message]],
+        image_input: bool,
+        attachment_data: Mapping[str, str],
+        family: str | None = None,
     ) -> None:
         self.family = family
         self.results = results
@@ -120,13 +124,21 @@ def _own(message: Message, context: _Context) -> list[dict[str, Any]]:
             continue  # the provider's own result blocks travel in provider_specific_fields
         result = context.results.get(call.id)
         if result is None:
-            answers.append({"role": "tool", "tool_call_id": call.id, "content": f"Tool {call.name!r} did not finish (the execution was stopped)."})
+            answers.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": f"Tool {call.name!r} did not finish (the execution was stopped).",
+                }
+            )
             continue
         answer, parts = _tool_result(result, context)
         answers.append(answer)
         images.extend(parts)
     if images:
-        answers.append({"role": "user", "content": [{"type": "text", "text": "Images returned by the tools above:"}, *images]})
+        answers.append(
+            {"role": "user", "content": [{"type": "text", "text": "Images returned by the tools above:"}, *images]}
+        )
     return [entry, *answers]
 
 
@@ -185,7 +197,11 @@ def _merge_blocks(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for block in blocks:
         kind = block.get("type")
         if kind == "server_tool_use":
-            call = {"id": block.get("id"), "type": "function", "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}}
+            call = {
+                "id": block.get("id"),
+                "type": "function",
+                "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})},
+            }
             fields.setdefault("server_tool_calls", []).append(call)
         elif kind == "web_search_tool_result":
             fields.setdefault("web_search_results", []).append(block)

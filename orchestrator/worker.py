@@ -93,14 +93,17 @@ class Worker:
         activities = ExecutionActivities(self.runtime, self._client, self.broker, heartbeat_every=beat)
         sandbox = SandboxRestrictions.default.with_passthrough_modules("orchestrator", "providers")
         worker = _TemporalWorker(
-            self._client, task_queue=self.options.task_queue,
-            workflows=[ThreadWorkflow], activities=[activities.execute],
-            max_concurrent_activities=self.concurrency, graceful_shutdown_timeout=timedelta(seconds=self.drain_timeout),
+            self._client,
+            task_queue=self.options.task_queue,
+            workflows=[ThreadWorkflow],
+            activities=[activities.execute],
+            max_concurrent_activities=self.concurrency,
+            graceful_shutdown_timeout=timedelta(seconds=self.drain_timeout),
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout),
             max_heartbeat_throttle_interval=timedelta(seconds=beat),
             default_heartbeat_throttle_interval=timedelta(seconds=beat),
             workflow_runner=SandboxedWorkflowRunner(restrictions=sandbox),
-        )  # fmt: skip
+        )
         helpers = []
         if self.broker is not None:
             ready = asyncio.Event()

@@ -25,9 +25,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sse_json import json_events
-
 from .litellm_params import optional_params
+from .sse_json import json_events
 from .stream import (
     FinishReason,
     ProviderBlock,
@@ -163,8 +162,12 @@ def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
         return _error_event(request.model, event.get("error")) if event.get("type") == "error" else None
 
     return json_events(
-        "anthropic", request, inband_error=inband, ends=lambda event: event.get("type") == "message_stop",
-        cut="Anthropic stream ended before message_stop", mapped=_mapped,
+        "anthropic",
+        request,
+        inband_error=inband,
+        ends=lambda event: event.get("type") == "message_stop",
+        cut="Anthropic stream ended before message_stop",
+        mapped=_mapped,
     )
 
 
@@ -194,7 +197,7 @@ async def _mapped(model: str, exc: Exception) -> Exception:
         exc = AnthropicError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
     try:
         exception_type(model=model, original_exception=exc, custom_llm_provider="anthropic")
-    except Exception as mapped:  # noqa: BLE001 - exception_type raises its answer
+    except Exception as mapped:
         return mapped
     return exc
 

@@ -29,8 +29,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 import respx
-from respx.models import PassThrough
 from pydantic import BaseModel, Field
+from respx.models import PassThrough
 
 __all__ = [
     "Cassette",
@@ -185,7 +185,9 @@ def likely_cause(difference: str, expected: Any, got: Any) -> str:
         return "a different model or model alias than when it was recorded (the prompt's model, --model, the config)"
     tool = re.match(r"\$\.tools\[(\d+)\]", path)
     if tool:
-        name = _at(expected, "tools", int(tool.group(1)), "function", "name") or _at(expected, "tools", int(tool.group(1)), "name")
+        name = _at(expected, "tools", int(tool.group(1)), "function", "name") or _at(
+            expected, "tools", int(tool.group(1)), "name"
+        )
         return f"tool {name!r}: its description or argument schema changed since the recording"
     if path.startswith("$.tools"):
         return "the tools offered changed (a tool added to or removed from the prompt's tools)"
@@ -217,8 +219,10 @@ def _tool_errors(body: Any) -> list[str]:
     found = []
     for message in _at(body, "messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
-        if message.get("role") == "tool" and isinstance(content, str) and re.search(
-            r"\bneeds env value\b|\bis not set\b|\bfailed: \w+Error\b|\btimed out after\b", content
+        if (
+            message.get("role") == "tool"
+            and isinstance(content, str)
+            and re.search(r"\bneeds env value\b|\bis not set\b|\bfailed: \w+Error\b|\btimed out after\b", content)
         ):
             found.append(_short(content, 120))
     return found
@@ -380,7 +384,9 @@ class Replayer(AbstractAsyncContextManager["Replayer"], AbstractContextManager["
         expected = self.cassette.interactions[self.position]
         label = f"interaction #{self.position + 1} (request {self.position + 1} of {len(self.cassette.interactions)})"
         if request.method != expected.request.method or got_url != expected.request.url:
-            raise self._fail(f"{label}: expected {expected.request.method} {expected.request.url}, got {request.method} {got_url}")
+            raise self._fail(
+                f"{label}: expected {expected.request.method} {expected.request.url}, got {request.method} {got_url}"
+            )
         got_body = _parse_body(request.content)
         difference = _first_difference(_comparable(expected.request.body), _comparable(got_body))
         if difference:

@@ -22,9 +22,9 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from . import anthropic_wire, gemini_wire, openai_wire
 from .call_ids import CallIndex
+from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import MARKED, RawTap
@@ -47,7 +47,9 @@ __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
-_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})")
+_KEY_PATTERN = re.compile(
+    r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
+)
 
 
 def _litellm() -> Any:
@@ -181,7 +183,9 @@ class UsageMeter:
         row.cost += end.usage.cost
 
 
-def _cost(model: ModelConfig, litellm_model: str, input_tokens: int, output_tokens: int, reported: float | None) -> float:
+def _cost(
+    model: ModelConfig, litellm_model: str, input_tokens: int, output_tokens: int, reported: float | None
+) -> float:
     if model.price is not None:
         return (input_tokens * model.price.input + output_tokens * model.price.output) / 1_000_000
     if litellm_model in _UNPRICED:
@@ -349,12 +353,17 @@ class ModelClient:
                     async for item in items:
                         yield item
                 return
-            except Exception as exc:  # noqa: BLE001 - every failure moves down the chain
+            except Exception as exc:
                 failures.append(self._error(exc, current, classify_error(exc)))
         raise _final(failures) from None
 
     async def _with_retries(
-        self, alias: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, extra: dict[str, Any] | None, state: _Attempt
+        self,
+        alias: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        extra: dict[str, Any] | None,
+        state: _Attempt,
     ) -> AsyncGenerator[StreamItem, None]:
         model = self.config.models[alias]
         info = self.config.model_info(alias)
@@ -377,7 +386,7 @@ class ModelClient:
                     async for item in items:
                         state.dirty = True
                         yield item
-            except Exception as exc:  # noqa: BLE001 - handed to tenacity below
+            except Exception as exc:
                 failure = exc
             with attempt:
                 if failure is not None:
@@ -419,7 +428,7 @@ class ModelClient:
                         chunk = await source.__anext__()
                     except StopAsyncIteration:
                         break
-                    except Exception as exc:  # noqa: BLE001 - what LiteLLM's wrapper did not know
+                    except Exception as exc:
                         if ended_despite(tally.tap, exc):
                             break
                         raise
@@ -443,7 +452,11 @@ class ModelClient:
         except ConfigError:
             pass
         if failure.kind == "auth":
-            source = f"the environment variable {provider.key_env}" if provider and provider.key_env else "its api_key setting"
+            source = (
+                f"the environment variable {provider.key_env}"
+                if provider and provider.key_env
+                else "its api_key setting"
+            )
             message = (
                 f"authentication failed for provider '{model.provider}' (HTTP {failure.status}) on model alias "
                 f"'{alias}': check the API key from {source}"
@@ -453,7 +466,11 @@ class ModelClient:
         else:
             message = f"model alias '{alias}' (provider '{model.provider}') failed: {type(exc).__name__}: {exc}"
         return ProviderError(
-            _scrub(message, secrets), provider=model.provider, status=failure.status, retryable=failure.retryable, kind=failure.kind
+            _scrub(message, secrets),
+            provider=model.provider,
+            status=failure.status,
+            retryable=failure.retryable,
+            kind=failure.kind,
         )
 
 
@@ -496,7 +513,11 @@ def _final(failures: list[ProviderError]) -> ProviderError:
         return last
     chain = "; ".join(f"[{i + 1}] {f}" for i, f in enumerate(failures))
     return ProviderError(
-        f"all {len(failures)} models failed: {chain}", provider=last.provider, status=last.status, retryable=last.retryable, kind=last.kind
+        f"all {len(failures)} models failed: {chain}",
+        provider=last.provider,
+        status=last.status,
+        retryable=last.retryable,
+        kind=last.kind,
     )
 
 
@@ -559,5 +580,5 @@ async def _close(response: Any) -> None:
         return
     try:
         await asyncio.shield(closer())
-    except Exception:  # noqa: BLE001 - closing must never mask the real outcome
+    except Exception:
         pass

@@ -95,7 +95,8 @@ class ProviderConfig(_Strict):
     stream: Literal["auto", "litellm"] = Field(
         "auto",
         description=(
-            "auto: OpenAI-wire, Anthropic and Gemini providers are read by the runtime (LiteLLM still builds the request); "
+            "auto: OpenAI-wire, Anthropic and Gemini providers are read by the runtime "
+            "(LiteLLM still builds the request); "
             "litellm: always litellm.acompletion"
         ),
     )
@@ -159,7 +160,9 @@ class ProvidersConfig(_Strict):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     default_model: str | None = None
     runtime: dict[str, Any] = Field(default_factory=dict)  # the runtime's settings, validated by orchestrator.settings
-    server: dict[str, Any] = Field(default_factory=dict)  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
+    server: dict[str, Any] = Field(
+        default_factory=dict
+    )  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # tools from MCP servers (orchestrator.mcp)
 
     @model_validator(mode="before")
@@ -219,7 +222,9 @@ class ProvidersConfig(_Strict):
         problems += self._offline_problems()
         for name in self.mcp_servers:
             if not MCP_NAME.match(name):
-                problems.append((("mcp_servers", name), f"server name {name!r} may hold only letters, digits, '_' and '-'"))
+                problems.append(
+                    (("mcp_servers", name), f"server name {name!r} may hold only letters, digits, '_' and '-'")
+                )
         if self.default_model is not None and self.default_model not in models:
             hint = did_you_mean(self.default_model, models)
             why = f"default_model '{self.default_model}' is not defined under models{hint} (known: {_names(models)})"
@@ -322,7 +327,17 @@ class ProvidersConfig(_Strict):
         provider = self.providers[name]
         ptype = provider.type or name
         if ptype == "scripted":
-            return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, provider.base_url or SCRIPTED_BASE_URL, None, {}, {}, None, provider.stream)
+            return ResolvedProvider(
+                name,
+                "scripted",
+                SCRIPTED_API_KEY,
+                provider.base_url or SCRIPTED_BASE_URL,
+                None,
+                {},
+                {},
+                None,
+                provider.stream,
+            )
         if ptype == "offline":  # read as a scripted (OpenAI wire) stream, served in this process
             return ResolvedProvider(name, "scripted", SCRIPTED_API_KEY, IN_PROCESS_BASE_URL, None, {}, {}, None, "auto")
         ref = _ENV_REF.fullmatch(provider.api_key or "")
@@ -333,7 +348,9 @@ class ProvidersConfig(_Strict):
             base_url=_expand(provider.base_url, env, name, "base_url"),
             api_version=_expand(provider.api_version, env, name, "api_version"),
             headers={k: _expand(v, env, name, f"headers.{k}") or "" for k, v in provider.headers.items()},
-            params={k: _expand(v, env, name, f"params.{k}") if isinstance(v, str) else v for k, v in provider.params.items()},
+            params={
+                k: _expand(v, env, name, f"params.{k}") if isinstance(v, str) else v for k, v in provider.params.items()
+            },
             key_env=ref.group(1) if ref else None,
             stream=provider.stream,
         )
@@ -364,7 +381,11 @@ def _looks_like_key(value: str) -> bool:
 def _no_literal_secrets(values: dict[str, Any]) -> dict[str, Any]:
     """Keys, tokens and passwords belong in the environment, referenced as `${VAR}`."""
     for key, value in values.items():
-        if isinstance(value, str) and _looks_like_key(value) and (_SECRET_FIELD.search(key) or key.lower() == "authorization"):
+        if (
+            isinstance(value, str)
+            and _looks_like_key(value)
+            and (_SECRET_FIELD.search(key) or key.lower() == "authorization")
+        ):
             raise ValueError(f"{key}: {_LITERAL_KEY}")
     return values
 
@@ -414,7 +435,10 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not allowed in config files: write the value out", self.peek_event().start_mark
+                None,
+                None,
+                "aliases (*name) are not allowed in config files: write the value out",
+                self.peek_event().start_mark,
             )
         return super().compose_node(parent, index)
 
@@ -425,10 +449,12 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], _Marks]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read providers config: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
     try:
         node = yaml.compose(text, Loader=_NoAliasLoader)
-        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader
+        data = yaml.load(text, Loader=_NoAliasLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}" if mark else str(path)

@@ -24,9 +24,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from .sse_json import json_events
-
 from .litellm_params import optional_params
+from .sse_json import json_events
 from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["GeminiReader", "GeminiRequest", "build_request", "stream_events", "supports", "warm_up"]
@@ -145,8 +144,12 @@ def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
     A chunk carrying `error` is raised as the status it names.
     """
     return json_events(
-        "gemini", request, inband_error=lambda chunk: _error_chunk(chunk["error"]) if "error" in chunk else None,
-        ends=_ends, cut="Gemini stream ended before a finishReason", mapped=_mapped,
+        "gemini",
+        request,
+        inband_error=lambda chunk: _error_chunk(chunk["error"]) if "error" in chunk else None,
+        ends=_ends,
+        cut="Gemini stream ended before a finishReason",
+        mapped=_mapped,
     )
 
 
@@ -185,7 +188,7 @@ async def _mapped(model: str, exc: Exception) -> Exception:
         exc = VertexAIError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
     try:
         exception_type(model=model, original_exception=exc, custom_llm_provider="gemini")
-    except Exception as mapped:  # noqa: BLE001 - exception_type raises its answer
+    except Exception as mapped:
         return mapped
     return exc
 

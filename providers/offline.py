@@ -179,7 +179,7 @@ def _import_function(module: str, name: str) -> Callable[[dict[str, Any]], Any]:
             loaded = importlib.import_module(module)
     except ValueError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the module itself failed (syntax, import, its own code)
+    except Exception as exc:
         raise ValueError(
             f"offline model '{module}:{name}': cannot import {module}: {type(exc).__name__}: {exc}"
         ) from None
@@ -201,7 +201,7 @@ def _guarded(function: Callable[[dict[str, Any]], Any], model: str) -> Answerer:
             if isinstance(out, str):
                 return ScriptedResponse(text=out)
             return ResponseSpec.model_validate(out).scripted()
-        except Exception as exc:  # noqa: BLE001 - reported to the caller as the provider's error
+        except Exception as exc:
             return ScriptedFault(400, message=f"offline model {model!r} raised {type(exc).__name__}: {exc}")
 
     return answer

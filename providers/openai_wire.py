@@ -82,7 +82,9 @@ def _account_headers(organization: str | None) -> dict[str, str]:
     import litellm
 
     headers = {}
-    organization = organization or litellm.organization or os.environ.get("OPENAI_ORGANIZATION") or os.environ.get("OPENAI_ORG_ID")
+    organization = (
+        organization or litellm.organization or os.environ.get("OPENAI_ORGANIZATION") or os.environ.get("OPENAI_ORG_ID")
+    )
     if organization:
         headers["OpenAI-Organization"] = organization
     if project := os.environ.get("OPENAI_PROJECT_ID"):
@@ -97,7 +99,15 @@ def warm_up() -> None:
     from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
     from litellm.llms.custom_httpx.http_handler import get_async_httpx_client  # noqa: F401
 
-    build_request({"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": True, "api_key": "-", "api_base": "http://warm.invalid/v1"})
+    build_request(
+        {
+            "model": "openai/gpt-4o-mini",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "api_key": "-",
+            "api_base": "http://warm.invalid/v1",
+        }
+    )
 
 
 async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
@@ -118,7 +128,9 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
     response = None
     finished = False
     try:
-        response = await client.post(request.url, json=request.body, headers=request.headers, timeout=request.timeout, stream=True)
+        response = await client.post(
+            request.url, json=request.body, headers=request.headers, timeout=request.timeout, stream=True
+        )
         async for event in EventSource(response).aiter_sse():
             if event.data == "[DONE]":
                 finished = True
@@ -135,7 +147,7 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
             raise _mapped(request.model, exc) from None
     except _InBand as exc:
         raise exc.mapped from None
-    except Exception as exc:  # noqa: BLE001 - mapped, then raised
+    except Exception as exc:
         raise _mapped(request.model, exc) from None
     finally:
         if response is not None:
@@ -185,6 +197,6 @@ def _mapped(model: str, exc: Exception) -> Exception:
         exc = OpenAIError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
     try:
         exception_type(model=model, original_exception=exc, custom_llm_provider="openai")
-    except Exception as mapped:  # noqa: BLE001 - exception_type raises its answer
+    except Exception as mapped:
         return mapped
     return exc

@@ -23,8 +23,25 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-_COMMON_TYPES = frozenset({"openai", "anthropic", "gemini", "vertex_ai", "azure", "bedrock", "openrouter", "ollama",
-                           "groq", "mistral", "xai", "deepseek", "together_ai", "fireworks_ai", "cohere"})  # fmt: skip
+_COMMON_TYPES = frozenset(
+    {
+        "openai",
+        "anthropic",
+        "gemini",
+        "vertex_ai",
+        "azure",
+        "bedrock",
+        "openrouter",
+        "ollama",
+        "groq",
+        "mistral",
+        "xai",
+        "deepseek",
+        "together_ai",
+        "fireworks_ai",
+        "cohere",
+    }
+)
 
 
 @functools.cache
@@ -42,11 +59,12 @@ def _litellm_provider_types() -> frozenset[str]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
             return frozenset(
-                stmt.value.value for stmt in node.body
+                stmt.value.value
+                for stmt in node.body
                 if isinstance(stmt, ast.Assign)
                 and isinstance(stmt.value, ast.Constant)
                 and isinstance(stmt.value.value, str)
-            )  # fmt: skip
+            )
     return frozenset()
 
 

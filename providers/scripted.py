@@ -74,7 +74,11 @@ Step = ScriptedResponse | ScriptedFault
 
 class ScriptedModel:
     def __init__(
-        self, responses: list[Step] | Callable[[dict[str, Any]], Step], *, wire: Wire = "openai", keep_requests: bool = True
+        self,
+        responses: list[Step] | Callable[[dict[str, Any]], Step],
+        *,
+        wire: Wire = "openai",
+        keep_requests: bool = True,
     ):
         if wire not in _DEFAULT_BASE:
             raise ValueError(f"wire must be one of {sorted(_DEFAULT_BASE)}, got {wire!r}")
@@ -147,8 +151,11 @@ class ScriptedModel:
     def _events(self, step: ScriptedResponse, model: str) -> list[bytes]:
         n = self._served
         calls = [
-            SSECall(call.name, call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
-                    id=f"{'toolu' if self.wire == 'anthropic' else 'call'}_{n:02d}_{i}")
+            SSECall(
+                call.name,
+                call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
+                id=f"{'toolu' if self.wire == 'anthropic' else 'call'}_{n:02d}_{i}",
+            )
             for i, call in enumerate(step.tool_calls)
         ]
         args = {"model": model, "usage": step.usage, "chunk_size": step.chunk_size}
@@ -178,7 +185,9 @@ class _ScriptedStream(httpx.AsyncByteStream, httpx.SyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for i, event in enumerate(self._events):
             if self._cut_after is not None and i >= self._cut_after:
-                raise httpx.RemoteProtocolError("scripted: peer closed connection without sending complete message body")
+                raise httpx.RemoteProtocolError(
+                    "scripted: peer closed connection without sending complete message body"
+                )
             if self._hang_after is not None and i >= self._hang_after:
                 await asyncio.Event().wait()  # stays open until the consumer cancels
             yield event
@@ -186,7 +195,9 @@ class _ScriptedStream(httpx.AsyncByteStream, httpx.SyncByteStream):
     def __iter__(self) -> Iterator[bytes]:
         for i, event in enumerate(self._events):
             if self._cut_after is not None and i >= self._cut_after:
-                raise httpx.RemoteProtocolError("scripted: peer closed connection without sending complete message body")
+                raise httpx.RemoteProtocolError(
+                    "scripted: peer closed connection without sending complete message body"
+                )
             yield event
 
     async def aclose(self) -> None:

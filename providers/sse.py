@@ -49,12 +49,21 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 def openai_events(
-    text: str, calls: Sequence[SSECall], *, model: str, usage: tuple[int, int], chunk_size: int = 8, response_id: str = "chatcmpl-scripted"
+    text: str,
+    calls: Sequence[SSECall],
+    *,
+    model: str,
+    usage: tuple[int, int],
+    chunk_size: int = 8,
+    response_id: str = "chatcmpl-scripted",
 ) -> list[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         return sse_event(
             {
-                "id": response_id, "object": "chat.completion.chunk", "created": 1700000000, "model": model,
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": model,
                 "system_fingerprint": None,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
             }
@@ -65,14 +74,25 @@ def openai_events(
     for index, call in enumerate(calls):
         first = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
         events.append(chunk({"tool_calls": [first]}))
-        events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}) for part in _pieces(call.arguments, chunk_size)]
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            for part in _pieces(call.arguments, chunk_size)
+        ]
     events.append(chunk({}, "tool_calls" if calls else "stop"))
     prompt, completion = usage
     events.append(
         sse_event(
             {
-                "id": response_id, "object": "chat.completion.chunk", "created": 1700000000, "model": model, "choices": [],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
             }
         )
     )
@@ -84,7 +104,13 @@ def openai_events(
 
 
 def anthropic_events(
-    text: str, calls: Sequence[SSECall], *, model: str, usage: tuple[int, int], chunk_size: int = 8, message_id: str = "msg_scripted"
+    text: str,
+    calls: Sequence[SSECall],
+    *,
+    model: str,
+    usage: tuple[int, int],
+    chunk_size: int = 8,
+    message_id: str = "msg_scripted",
 ) -> list[bytes]:
     prompt, completion = usage
     events = [
@@ -92,8 +118,14 @@ def anthropic_events(
             {
                 "type": "message_start",
                 "message": {
-                    "id": message_id, "type": "message", "role": "assistant", "content": [], "model": model,
-                    "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": prompt, "output_tokens": 1},
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": model,
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": prompt, "output_tokens": 1},
                 },
             },
             "message_start",
@@ -102,7 +134,9 @@ def anthropic_events(
     ]
     index = 0
     if text:
-        events += _anthropic_block(index, {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in _pieces(text, chunk_size)])
+        events += _anthropic_block(
+            index, {"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in _pieces(text, chunk_size)]
+        )
         index += 1
     for call in calls:
         start = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
@@ -111,7 +145,11 @@ def anthropic_events(
         index += 1
     events.append(
         sse_event(
-            {"type": "message_delta", "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None}, "usage": {"output_tokens": completion}},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": completion},
+            },
             "message_delta",
         )
     )
@@ -121,7 +159,9 @@ def anthropic_events(
 
 def _anthropic_block(index: int, start: dict[str, Any], deltas: list[dict[str, Any]]) -> list[bytes]:
     out = [sse_event({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start")]
-    out += [sse_event({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta") for d in deltas]
+    out += [
+        sse_event({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta") for d in deltas
+    ]
     out.append(sse_event({"type": "content_block_stop", "index": index}, "content_block_stop"))
     return out
 
@@ -129,7 +169,9 @@ def _anthropic_block(index: int, start: dict[str, Any], deltas: list[dict[str, A
 # -- Gemini ------------------------------------------------------------------
 
 
-def gemini_events(text: str, calls: Sequence[SSECall], *, model: str, usage: tuple[int, int], chunk_size: int = 8) -> list[bytes]:
+def gemini_events(
+    text: str, calls: Sequence[SSECall], *, model: str, usage: tuple[int, int], chunk_size: int = 8
+) -> list[bytes]:
     prompt, completion = usage
     frames: list[dict[str, Any]] = [{"text": piece} for piece in _pieces(text, chunk_size)]
     frames += [{"functionCall": {"name": call.name, "args": _json_or_raw(call.arguments)}} for call in calls]
@@ -141,7 +183,11 @@ def gemini_events(text: str, calls: Sequence[SSECall], *, model: str, usage: tup
         body: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
         if i == len(frames) - 1:
             candidate["finishReason"] = "STOP"
-            body["usageMetadata"] = {"promptTokenCount": prompt, "candidatesTokenCount": completion, "totalTokenCount": prompt + completion}
+            body["usageMetadata"] = {
+                "promptTokenCount": prompt,
+                "candidatesTokenCount": completion,
+                "totalTokenCount": prompt + completion,
+            }
         events.append(sse_event(body, newline="\r\n"))
     return events
 

@@ -50,7 +50,7 @@ async def json_events(
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
             raise await mapped(request.model, exc) from None
-    except Exception as exc:  # noqa: BLE001 - mapped, then raised
+    except Exception as exc:
         raise await mapped(request.model, exc) from None
     finally:
         if response is not None:

@@ -90,9 +90,7 @@ class StreamEnd:
     finish: FinishReason = "stop"  # normalized: see `FinishReason`
 
 
-StreamItem = (
-    TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock | StreamRestart | StreamEnd
-)
+StreamItem = TextDelta | ReasoningDelta | RefusalDelta | ToolCallDelta | ProviderBlock | StreamRestart | StreamEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +113,15 @@ class ProviderError(Exception):
     `status` is the HTTP status when there was one. Messages never contain keys.
     """
 
-    def __init__(self, message: str, *, provider: str | None = None, status: int | None = None, retryable: bool = False, kind: str = "error"):
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status: int | None = None,
+        retryable: bool = False,
+        kind: str = "error",
+    ):
         super().__init__(message)
         self.provider = provider
         self.status = status

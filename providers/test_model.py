@@ -241,8 +241,14 @@ class _Unsupported(Exception):
     pass
 
 
-_CATEGORIES = {"CATEGORY_DIGIT": "0123456789", "CATEGORY_WORD": "abcxyz_019", "CATEGORY_SPACE": " ",
-               "CATEGORY_NOT_DIGIT": "abc", "CATEGORY_NOT_WORD": "-", "CATEGORY_NOT_SPACE": "a"}
+_CATEGORIES = {
+    "CATEGORY_DIGIT": "0123456789",
+    "CATEGORY_WORD": "abcxyz_019",
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_NOT_DIGIT": "abc",
+    "CATEGORY_NOT_WORD": "-",
+    "CATEGORY_NOT_SPACE": "a",
+}
 
 
 def _emit(items: list[Any], rng: random.Random) -> str:

@@ -30,7 +30,10 @@ async def main(agent: str = "support_demo") -> None:
     options = SessionOptions(agent=agent, record=f"cassettes/{agent}.json", storage=":memory:")
     with model.serving():
         result, messages = await run_session(options)
-    print(f"\nrecorded cassettes/{agent}.json: {len(model.requests)} requests, {len(messages)} messages, stopped by {result and result.reason}")
+    print(
+        f"\nrecorded cassettes/{agent}.json: {len(model.requests)} requests, {len(messages)} messages, "
+        f"stopped by {result and result.reason}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,19 +10,19 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from collections.abc import AsyncIterator, Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
-import pytest  # noqa: E402
-import respx  # noqa: E402
+import pytest
+import respx
 
-from orchestrator.loader import Definitions  # noqa: E402,F401
-from orchestrator.runtime import Runtime  # noqa: E402
-from orchestrator.settings import RuntimeSettings  # noqa: E402
-from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
-from providers.config import config_from_dict  # noqa: E402
-from providers.scripted import ScriptedModel  # noqa: E402
+from orchestrator.loader import Definitions
+from orchestrator.runtime import Runtime
+from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.sqlite import SQLiteStorage
+from providers.config import config_from_dict
+from providers.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 collect_ignore_glob = ["fixtures/*"]  # example projects with tests of their own, run by the tests that use them
@@ -41,11 +41,24 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     router.start()
     runtimes: list[Runtime] = []
 
-    async def factory(defs: Definitions, script: Any, *, config: dict | None = None, settings: RuntimeSettings | None = None, wire: str = "openai", db: str | None = None) -> tuple[Runtime, ScriptedModel]:
+    async def factory(
+        defs: Definitions,
+        script: Any,
+        *,
+        config: dict | None = None,
+        settings: RuntimeSettings | None = None,
+        wire: str = "openai",
+        db: str | None = None,
+    ) -> tuple[Runtime, ScriptedModel]:
         model = ScriptedModel(script, wire=wire)  # type: ignore[arg-type]
         model.mount(router)
         storage = SQLiteStorage(db or str(tmp_path / f"rt{len(runtimes)}.db"))
-        runtime = Runtime(defs, config=config_from_dict(config or SCRIPTED_CONFIG), storage=storage, settings=settings or RuntimeSettings())
+        runtime = Runtime(
+            defs,
+            config=config_from_dict(config or SCRIPTED_CONFIG),
+            storage=storage,
+            settings=settings or RuntimeSettings(),
+        )
         await runtime.open()
         runtimes.append(runtime)
         return runtime, model

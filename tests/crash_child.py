@@ -34,31 +34,32 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import asyncio  # noqa: E402
-import faulthandler  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import asyncio
+import faulthandler
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
 
-import respx  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+import respx
+from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator import Side, define_agent, define_prompt, define_tool  # noqa: E402
-from orchestrator.logs import configure_logging  # noqa: E402
-from orchestrator.runtime import Runtime  # noqa: E402
-from orchestrator.settings import RuntimeSettings  # noqa: E402
-from orchestrator.storage import StepWrite  # noqa: E402
-from orchestrator.storage.postgres import PostgresStorage  # noqa: E402
-from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
-from providers.config import config_from_dict  # noqa: E402
-from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse  # noqa: E402
-from support import definitions  # noqa: E402
+from support import definitions
+
+from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.logs import configure_logging
+from orchestrator.runtime import Runtime
+from orchestrator.settings import RuntimeSettings
+from orchestrator.storage import StepWrite
+from orchestrator.storage.postgres import PostgresStorage
+from orchestrator.storage.sqlite import SQLiteStorage
+from providers.config import config_from_dict
+from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 AGENT = "duo"
 TURNS = 6
@@ -88,7 +89,9 @@ def script(body: dict[str, Any]) -> ScriptedResponse:
         return ScriptedResponse(text=f"b {tag} {n}")
     if messages[-1]["role"] == "tool":
         return ScriptedResponse(text=f"a {tag} {n}: noted")
-    return ScriptedResponse(tool_calls=[ScriptedCall("note", {"token": f"{tag}-{n}-x"}), ScriptedCall("note", {"token": f"{tag}-{n}-y"})])
+    return ScriptedResponse(
+        tool_calls=[ScriptedCall("note", {"token": f"{tag}-{n}-x"}), ScriptedCall("note", {"token": f"{tag}-{n}-y"})]
+    )
 
 
 def build_definitions(runs_file: str, label: str) -> Any:
@@ -107,7 +110,11 @@ def build_definitions(runs_file: str, label: str) -> Any:
         "pb": define_prompt(prompt="side b of {tag}", tool_description="b"),
     }
     agent = define_agent(type="dual_ai", side_a=Side("pa", max_steps=4), side_b=Side("pb"), max_session_turns=TURNS)
-    return definitions(tools={"note": define_tool(description="Note a token", args=Note, execute=note)}, prompts=prompts, agents={AGENT: agent})
+    return definitions(
+        tools={"note": define_tool(description="Note a token", args=Note, execute=note)},
+        prompts=prompts,
+        agents={AGENT: agent},
+    )
 
 
 class _Marked:
@@ -144,7 +151,12 @@ async def work(db: str, runs_file: str, label: str, clock_offset: float, id_offs
     model.mount(router)
     router.start()
     storage = open_store(db, clock=lambda: time.time() + clock_offset)
-    runtime = Runtime(build_definitions(runs_file, label), config=config_from_dict(CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=30))
+    runtime = Runtime(
+        build_definitions(runs_file, label),
+        config=config_from_dict(CONFIG),
+        storage=storage,
+        settings=RuntimeSettings(lease_ttl=30),
+    )
     try:
         async with runtime:
             pending = [t for t in await runtime.list_threads(limit=10_000) if t.status in ("idle", "running")]
@@ -164,7 +176,7 @@ def _worker(args: list[str]) -> None:
         sys.stdout.write(f"PID {os.getpid()}\n")
         sys.stdout.flush()
         asyncio.run(work(db, runs_file, label, float(clock_offset), int(id_offset)))
-    except BaseException:  # noqa: BLE001 - report and exit non-zero
+    except BaseException:
         traceback.print_exc()
         code = 1
     finally:

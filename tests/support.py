@@ -10,7 +10,9 @@ from pydantic import BaseModel
 from orchestrator.loader import Definitions
 
 
-def definitions(*, tools: dict | None = None, prompts: dict | None = None, agents: dict | None = None, hooks: dict | None = None) -> Definitions:
+def definitions(
+    *, tools: dict | None = None, prompts: dict | None = None, agents: dict | None = None, hooks: dict | None = None
+) -> Definitions:
     """Definitions built in code, named as the loader would name them."""
     return Definitions(
         root=Path("."),

@@ -46,15 +46,30 @@ class DevServer:
 
     def start(self, timeout: float = 60.0) -> DevServer:
         args = [
-            temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
-            "--http-port", str(free_port()), "--metrics-port", str(free_port()), "--headless",
-            "--db-filename", str(self.db_file), "--log-level", "error",
-        ]  # fmt: skip
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--http-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--headless",
+            "--db-filename",
+            str(self.db_file),
+            "--log-level",
+            "error",
+        ]
         self._proc = subprocess.Popen(args, stdout=open(self._log, "ab"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"temporal dev server exited with {self._proc.returncode}: {self._log.read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"temporal dev server exited with {self._proc.returncode}: {self._log.read_text()[-2000:]}"
+                )
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", self.port)) == 0:
                     return self

@@ -252,6 +252,7 @@ async def test_thinking_is_kept_with_its_signature():
     assert [r.signature for r in reasoning if r.signature] == [
         "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds..."
     ]
+
     def without_reasoning(found: list) -> list:
         return [i for i in found if not isinstance(i, ReasoningDelta)]
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import respx
-import test_worker_support as support
 from temporal_support import dev_server
 from test_worker_support import (  # noqa: F401
     PG_DSN,
@@ -50,7 +49,12 @@ async def node(pg_schema: str, redis_prefix: str) -> AsyncIterator[Callable[...,
 
     async def make() -> tuple[Runtime, RedisBroker]:
         storage = PostgresStorage(PG_DSN, schema=pg_schema)
-        runtime = Runtime(duo_definitions(), config=config_from_dict(SCRIPTED_CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=5))
+        runtime = Runtime(
+            duo_definitions(),
+            config=config_from_dict(SCRIPTED_CONFIG),
+            storage=storage,
+            settings=RuntimeSettings(lease_ttl=5),
+        )
         await runtime.open()
         broker = await RedisBroker(REDIS_URL, prefix=redis_prefix, block_ms=500).open()
         runtime.services.bus.use_broker(broker)
@@ -91,8 +95,12 @@ class _Requests:
         pass
 
 
-async def _start_worker(runtime: Runtime, broker: RedisBroker) -> tuple[Worker, asyncio.Event, asyncio.Task[None], _Requests]:
-    options = TemporalOptions(address=dev_server().address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2)
+async def _start_worker(
+    runtime: Runtime, broker: RedisBroker
+) -> tuple[Worker, asyncio.Event, asyncio.Task[None], _Requests]:
+    options = TemporalOptions(
+        address=dev_server().address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2
+    )
     worker = Worker(runtime, options, broker=broker, concurrency=4, drain_timeout=1)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
@@ -267,5 +275,7 @@ async def test_a_subscriber_that_falls_behind_the_stream_is_dropped_and_can_resu
             while True:
                 await anext(stalled)
     assert lagging.value.after == first.seq
-    ticks = await _collect(server, thread.id, lagging.value.after, lambda e: e.type == "tick" and e.data["i"] == count - 1)
+    ticks = await _collect(
+        server, thread.id, lagging.value.after, lambda e: e.type == "tick" and e.data["i"] == count - 1
+    )
     assert [e.data["i"] for e in ticks] == list(range(count))  # nothing lost

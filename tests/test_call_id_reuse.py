@@ -10,7 +10,9 @@ from orchestrator.messages import Message, ToolCall
 
 
 def _assistant(*ids: str) -> Message:
-    return Message(thread_id="t", side="a", role="assistant", tool_calls=[ToolCall(id=i, name="note", arguments="{}") for i in ids])
+    return Message(
+        thread_id="t", side="a", role="assistant", tool_calls=[ToolCall(id=i, name="note", arguments="{}") for i in ids]
+    )
 
 
 def test_a_reused_call_id_gets_the_steps_position_and_a_fresh_one_is_kept() -> None:

@@ -15,8 +15,6 @@ from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 from providers.stream import ProviderError, TextDelta, ToolCallDelta
 
-
-
 KEYS = {
     "OPENAI_API_KEY": "sk-test-openai-SECRET-000111222",
     "ANTHROPIC_API_KEY": "sk-ant-test-SECRET-333444555",
@@ -38,30 +36,57 @@ def client(request) -> ModelClient:
     async def no_sleep(_: float) -> None:
         return None
 
-    return ModelClient(config_from_dict({
-        "providers": {p: {"api_key": f"${{{p.upper()}_API_KEY}}"} for p in ("openai", "anthropic", "gemini")}
-        | {"demo": {"type": "scripted", "stream": request.param}},
-        "models": {
-            "demo": {"provider": "demo", "model": "demo", "retry": {"attempts": 1}},
-            "gpt": {"provider": "openai", "model": "gpt-4o-mini", "retry": {"attempts": 1}},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 256}, "retry": {"attempts": 1}},
-            "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
-        },
-    }), sleep=no_sleep)
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {p: {"api_key": f"${{{p.upper()}_API_KEY}}"} for p in ("openai", "anthropic", "gemini")}
+                | {"demo": {"type": "scripted", "stream": request.param}},
+                "models": {
+                    "demo": {"provider": "demo", "model": "demo", "retry": {"attempts": 1}},
+                    "gpt": {"provider": "openai", "model": "gpt-4o-mini", "retry": {"attempts": 1}},
+                    "claude": {
+                        "provider": "anthropic",
+                        "model": "claude-sonnet-4-5",
+                        "params": {"max_tokens": 256},
+                        "retry": {"attempts": 1},
+                    },
+                    "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
+                },
+            }
+        ),
+        sleep=no_sleep,
+    )
 
 
 def conversation(turn: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Where is order A-1?"}]
     if turn == 2:
         messages += [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_01_0", "type": "function", "function": {"name": "lookup", "arguments": '{"order_id": "A-1"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_01_0",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"order_id": "A-1"}'},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_01_0", "content": "shipped"},
         ]
     return messages
 
 
-TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
 
 
 async def run_conversation(client: ModelClient) -> list[list[Any]]:
@@ -88,7 +113,11 @@ async def test_record_then_replay_gives_the_same_stream(tmp_path, client):
     cassette = load_cassette(path)
     assert [i.request.url for i in cassette.interactions] == ["http://scripted.invalid/v1/chat/completions"] * 2
     assert cassette.interactions[0].response.status == 200 and cassette.interactions[0].response.complete
-    assert cassette.interactions[1].request.body["messages"][2] == {"role": "tool", "tool_call_id": "call_01_0", "content": "shipped"}
+    assert cassette.interactions[1].request.body["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "call_01_0",
+        "content": "shipped",
+    }
     assert cassette.interactions[0].response.body.count("data: [DONE]") == 1  # readable SSE text, held once
     assert cassette.metadata == {"note": "two turns"}
 
@@ -129,7 +158,10 @@ async def test_recording_holds_no_key_auth_header_or_secret(tmp_path, client):
     path = tmp_path / "all.json"
     messages = [{"role": "user", "content": f"my password is {USER_SECRET}, keep it"}]
     # one chunk: a secret split across SSE deltas is not recognised (see cassette docs)
-    models = [ScriptedModel([ScriptedResponse(text=f"noted {USER_SECRET}", chunk_size=100)], wire=w) for w in ("openai", "anthropic", "gemini")]
+    models = [
+        ScriptedModel([ScriptedResponse(text=f"noted {USER_SECRET}", chunk_size=100)], wire=w)
+        for w in ("openai", "anthropic", "gemini")
+    ]
     with models[0].serving("https://api.openai.com/v1"), models[1].serving(), models[2].serving():
         async with record(path, secrets=[USER_SECRET]):
             for alias in ("gpt", "claude", "gem"):
@@ -158,7 +190,9 @@ async def test_pytest_fixture_and_other_hosts_pass_through(tmp_path, client, rep
     with ScriptedModel(SCRIPT).serving(), record(path):
         expected = await run_conversation(client)
     with respx.mock(assert_all_called=False) as tools_api:  # started before the replay: it gets first try
-        tools_api.get("http://orders.invalid/api/A-1").mock(return_value=httpx.Response(200, json={"status": "shipped"}))
+        tools_api.get("http://orders.invalid/api/A-1").mock(
+            return_value=httpx.Response(200, json={"status": "shipped"})
+        )
         replayer = replay_cassette(path)
         assert await run_conversation(client) == expected
         async with httpx.AsyncClient() as http:

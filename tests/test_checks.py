@@ -26,8 +26,10 @@ def _defs() -> Any:
         return ToolResult.ok("remembered")
 
     return definitions(
-        tools={"remember": define_tool(description="Remember", args=Q, execute=remember),
-               "other": define_tool(description="Other", args=Q, execute=remember)},
+        tools={
+            "remember": define_tool(description="Remember", args=Q, execute=remember),
+            "other": define_tool(description="Other", args=Q, execute=remember),
+        },
         prompts={"pa": define_prompt(prompt="p", tool_description="a", tools=("remember", "other"))},
         agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
     )

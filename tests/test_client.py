@@ -16,7 +16,10 @@ KEY_A = "sk-test-primary-0123456789abcdef"
 KEY_B = "sk-test-backup-0123456789abcdef"
 MESSAGES = [{"role": "user", "content": "hi"}]
 TOOLS = [
-    {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": {}}}}
+    {
+        "type": "function",
+        "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": {}}},
+    }
     for name in ("lookup", "notify")
 ]
 
@@ -28,23 +31,34 @@ def keys(monkeypatch):
 
 
 def make_config(attempts: int = 3, max_wait: float = 30, price: dict | None = None) -> Any:
-    return config_from_dict({
-        "providers": {
-            "primary": {"type": "openai", "api_key": "${PRIMARY_KEY}", "base_url": "http://primary.invalid/v1"},
-            "backup": {"type": "openai", "api_key": "${BACKUP_KEY}", "base_url": "http://backup.invalid/v1"},
-            "nokey": {"type": "openai", "api_key": "${NOKEY_API_KEY}", "base_url": "http://nokey.invalid/v1"},
-            "anthropic": {"api_key": "${BACKUP_KEY}"},
-        },
-        "models": {
-            "main": {"provider": "primary", "model": "gpt-4o-mini", "fallbacks": ["spare"],
-                     "retry": {"attempts": attempts, "backoff": 0.5, "max_wait": max_wait}, **({"price": price} if price else {})},
-            "spare": {"provider": "backup", "model": "gpt-4o", "retry": {"attempts": 1}},
-            "solo": {"provider": "primary", "model": "gpt-4o-mini", "retry": {"attempts": attempts, "max_wait": max_wait}},
-            "unkeyed": {"provider": "nokey", "model": "gpt-4o-mini"},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 64}},
-        },
-        "default_model": "main",
-    })
+    return config_from_dict(
+        {
+            "providers": {
+                "primary": {"type": "openai", "api_key": "${PRIMARY_KEY}", "base_url": "http://primary.invalid/v1"},
+                "backup": {"type": "openai", "api_key": "${BACKUP_KEY}", "base_url": "http://backup.invalid/v1"},
+                "nokey": {"type": "openai", "api_key": "${NOKEY_API_KEY}", "base_url": "http://nokey.invalid/v1"},
+                "anthropic": {"api_key": "${BACKUP_KEY}"},
+            },
+            "models": {
+                "main": {
+                    "provider": "primary",
+                    "model": "gpt-4o-mini",
+                    "fallbacks": ["spare"],
+                    "retry": {"attempts": attempts, "backoff": 0.5, "max_wait": max_wait},
+                    **({"price": price} if price else {}),
+                },
+                "spare": {"provider": "backup", "model": "gpt-4o", "retry": {"attempts": 1}},
+                "solo": {
+                    "provider": "primary",
+                    "model": "gpt-4o-mini",
+                    "retry": {"attempts": attempts, "max_wait": max_wait},
+                },
+                "unkeyed": {"provider": "nokey", "model": "gpt-4o-mini"},
+                "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 64}},
+            },
+            "default_model": "main",
+        }
+    )
 
 
 class FakeClock:
@@ -102,7 +116,11 @@ async def test_cost_from_litellm_cost_map_without_price():
 
 
 async def test_parallel_tool_calls_are_streamed_by_index():
-    script = [ScriptedResponse(text="", tool_calls=[ScriptedCall("lookup", {"order_id": "A-1"}), ScriptedCall("notify", {"to": "ops"})])]
+    script = [
+        ScriptedResponse(
+            text="", tool_calls=[ScriptedCall("lookup", {"order_id": "A-1"}), ScriptedCall("notify", {"to": "ops"})]
+        )
+    ]
     model = ScriptedModel(script)
     with model.serving("http://primary.invalid/v1"):
         items = await collect(ModelClient(make_config()), tools=TOOLS, extra={"parallel_tool_calls": True})
@@ -180,7 +198,9 @@ async def test_fallback_to_second_model_emits_event():
     first = ScriptedModel([ScriptedFault(500)] * 2)
     second = ScriptedModel([ScriptedResponse(text="from backup")])
     with first.serving("http://primary.invalid/v1"), second.serving("http://backup.invalid/v1"):
-        items = await collect(ModelClient(make_config(attempts=2), sleep=clock), "main", on_event=lambda n, d: events.append((n, d)))
+        items = await collect(
+            ModelClient(make_config(attempts=2), sleep=clock), "main", on_event=lambda n, d: events.append((n, d))
+        )
     assert text_of(items) == "from backup"
     assert len(first.requests) == 2 and second.requests[0]["model"] == "gpt-4o"
     assert [(n, d["from"], d["to"]) for n, d in events] == [("model_fallback", "main", "spare")]
@@ -201,7 +221,9 @@ async def test_all_models_fail_raises_provider_error_for_the_chain():
 
 async def test_stream_cut_midway_yields_restart_then_full_answer():
     clock = FakeClock()
-    model = ScriptedModel([ScriptedResponse(text="partial answer that breaks", cut_after=3), ScriptedResponse(text="whole answer")])
+    model = ScriptedModel(
+        [ScriptedResponse(text="partial answer that breaks", cut_after=3), ScriptedResponse(text="whole answer")]
+    )
     with model.serving("http://primary.invalid/v1"):
         items = await collect(ModelClient(make_config(), sleep=clock), "solo")
     restarts = [i for i, item in enumerate(items) if isinstance(item, StreamRestart)]
@@ -279,19 +301,19 @@ async def test_a_hosts_litellm_callbacks_still_fire_after_a_runtime_opens(monkey
     made here with the configuration reset, so the test does not depend on what ran before it."""
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
+    from support import definitions
 
     import providers.client as client_module
     from orchestrator.runtime import Runtime
     from orchestrator.storage.sqlite import SQLiteStorage
-    from support import definitions
 
     seen: list[str] = []
 
     class HostLogger(CustomLogger):
-        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):  # noqa: ANN001
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
             seen.append(kwargs.get("model"))
 
-    def host_success(kwargs, response, start, end):  # noqa: ANN001
+    def host_success(kwargs, response, start, end):
         seen.append("success_callback")
 
     host = HostLogger()

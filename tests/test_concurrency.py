@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import definitions
 
 from orchestrator import Side, define_agent, define_prompt
 from orchestrator.storage import ThreadBusyError
 from providers.scripted import ScriptedResponse
-from support import definitions
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 500
@@ -35,7 +35,10 @@ def _script(body: dict[str, Any]) -> ScriptedResponse:
 
 
 def _defs() -> Any:
-    prompts = {"pa": define_prompt(prompt="side a of {tag}", tool_description="a"), "pb": define_prompt(prompt="side b of {tag}", tool_description="b")}
+    prompts = {
+        "pa": define_prompt(prompt="side a of {tag}", tool_description="a"),
+        "pb": define_prompt(prompt="side b of {tag}", tool_description="b"),
+    }
     agent = define_agent(type="dual_ai", side_a=Side("pa"), side_b=Side("pb"), max_session_turns=TURNS)
     return definitions(prompts=prompts, agents={"duo": agent})
 
@@ -109,7 +112,9 @@ def _python(code: str, **values: str) -> list[str]:
 
 async def test_other_process_cannot_run_a_thread_this_process_runs(make_runtime: Any, tmp_path: Path) -> None:
     db = str(tmp_path / "shared.db")
-    rt, model = await make_runtime(_defs(), [ScriptedResponse(text="this stream hangs", chunk_size=2, hang_after=2)], db=db)
+    rt, model = await make_runtime(
+        _defs(), [ScriptedResponse(text="this stream hangs", chunk_size=2, hang_after=2)], db=db
+    )
     thread = await rt.create_thread("duo", arguments={"tag": "T"})
     run = asyncio.create_task(thread.run())
     async for event in thread.events():  # the first streamed text: the execution holds the lease
@@ -127,7 +132,9 @@ async def test_this_process_cannot_run_a_thread_another_process_holds(make_runti
     db = str(tmp_path / "shared.db")
     rt, model = await make_runtime(_defs(), _script, db=db)
     thread = await rt.create_thread("duo", arguments={"tag": "T"})
-    holder = subprocess.Popen(_python(_HOLDER, db=db, thread=thread.id), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        _python(_HOLDER, db=db, thread=thread.id), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == "HELD"

@@ -53,7 +53,12 @@ def test_valid_config_loads_with_models_and_infos(tmp_path):
     assert fast.params == {"temperature": 0.2} and fast.price.output == 0.6
     info = cfg.model_info(None)
     assert (info.alias, info.provider, info.provider_type, info.model, info.dialect) == (
-        "fast", "openai", "openai", "openai/gpt-4o-mini", "openai")
+        "fast",
+        "openai",
+        "openai",
+        "openai/gpt-4o-mini",
+        "openai",
+    )
     smart = cfg.model_info("smart")
     assert smart.model == "anthropic/claude-sonnet-4-5" and smart.dialect == "anthropic"
     assert cfg.model_info("llama").model == "openai/llama3.2"
@@ -136,13 +141,17 @@ def test_scripted_provider_resolves_to_fake_base_url(tmp_path):
 
 def test_two_files_deep_merge(tmp_path):
     base = write(tmp_path, VALID)
-    local = write(tmp_path, """\
+    local = write(
+        tmp_path,
+        """\
         providers:
           openai: {base_url: "https://proxy.example/v1"}
         models:
           fast: {retry: {attempts: 1}}
         default_model: smart
-        """, "local.yaml")
+        """,
+        "local.yaml",
+    )
     cfg = load_config(base, local)
     assert cfg.providers["openai"].api_key == "${OPENAI_API_KEY}"  # kept from base
     assert cfg.providers["openai"].base_url == "https://proxy.example/v1"

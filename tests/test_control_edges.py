@@ -9,12 +9,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
-
-from support import Q, definitions
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -33,7 +32,9 @@ def _duo(turns: int = 3) -> Any:
         "duo": define_agent(type="dual_ai", side_a=Side("pa", max_steps=3), side_b=Side("pb"), max_session_turns=turns),
         "chat": define_agent(type="ai_human", side_a=Side("pa")),
     }
-    return definitions(tools={"note": define_tool(description="n", args=Q, execute=_noted)}, prompts=prompts, agents=agents)
+    return definitions(
+        tools={"note": define_tool(description="n", args=Q, execute=_noted)}, prompts=prompts, agents=agents
+    )
 
 
 CONVERSATION = [R(tool_calls=[C("note", {"q": "1"})]), R(text="a done"), R(text="b"), R(text="a again")]
@@ -156,7 +157,9 @@ async def test_tool_raising_timeout_error_itself_is_not_reported_as_our_timeout(
 
     defs = _duo()
     defs.tools["note"] = define_tool(description="n", args=Q, execute=upstream).named("note")
-    rt, _ = await make_runtime(defs, [R(tool_calls=[C("note", {})]), R(text="ok")], settings=RuntimeSettings(tool_timeout=60))
+    rt, _ = await make_runtime(
+        defs, [R(tool_calls=[C("note", {})]), R(text="ok")], settings=RuntimeSettings(tool_timeout=60)
+    )
     thread = await rt.create_thread("chat")
     await thread.send("go")
     [result] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
@@ -196,12 +199,18 @@ async def test_parallel_prompt_tool_calls_read_their_own_env_defaults(make_runti
         "p2": define_prompt(prompt="inner p2", tool_description="p2", tools=("peek",), env={"API_KEY": "key-two"}),
     }
     agents = {"chat": define_agent(type="ai_human", side_a=Side("pa"))}
-    defs = definitions(tools={"peek": define_tool(description="p", args=Q, execute=peek)}, prompts=prompts, agents=agents)
+    defs = definitions(
+        tools={"peek": define_tool(description="p", args=Q, execute=peek)}, prompts=prompts, agents=agents
+    )
 
     def script(body: dict[str, Any]) -> ScriptedResponse:
         system, last = body["messages"][0]["content"], body["messages"][-1]
         if system == "side a":
-            return R(text="done") if last["role"] == "tool" else R(tool_calls=[C("p1", {"message": "x"}), C("p2", {"message": "y"})])
+            return (
+                R(text="done")
+                if last["role"] == "tool"
+                else R(tool_calls=[C("p1", {"message": "x"}), C("p2", {"message": "y"})])
+            )
         return R(text="inner done") if last["role"] == "tool" else R(tool_calls=[C("peek", {"q": system.split()[-1]})])
 
     rt, _ = await make_runtime(defs, script)
@@ -220,7 +229,9 @@ async def test_nested_steps_count_for_the_calling_side(make_runtime: Any) -> Non
         "pb": define_prompt(prompt="side b", tool_description="b"),
         "helper": define_prompt(prompt="helper", tool_description="h"),
     }
-    agents = {"duo": define_agent(type="dual_ai", side_a=Side("pa", max_steps=2), side_b=Side("pb"), max_session_turns=2)}
+    agents = {
+        "duo": define_agent(type="dual_ai", side_a=Side("pa", max_steps=2), side_b=Side("pb"), max_session_turns=2)
+    }
     defs = definitions(prompts=prompts, agents=agents)
     script = [R(tool_calls=[C("helper", {"message": "help"})]), R(text="helped"), R(text="a done"), R(text="b")]
     rt, model = await make_runtime(defs, script)
@@ -253,7 +264,10 @@ async def test_fast_result_is_stored_before_a_slow_call_ends_and_never_runs_agai
         "pb": define_prompt(prompt="side b", tool_description="b"),
     }
     agents = {"duo": define_agent(type="dual_ai", side_a=Side("pa"), side_b=Side("pb"), max_session_turns=2)}
-    tools = {"fast": define_tool(description="f", args=Q, execute=fast), "slow": define_tool(description="s", args=Q, execute=slow)}
+    tools = {
+        "fast": define_tool(description="f", args=Q, execute=fast),
+        "slow": define_tool(description="s", args=Q, execute=slow),
+    }
     script = [R(tool_calls=[C("slow", {}), C("fast", {})]), R(text="a done"), R(text="b")]
     rt, model = await make_runtime(definitions(tools=tools, prompts=prompts, agents=agents), script)
     thread = await rt.create_thread("duo")

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_backends import PG_DSN, postgres_unreachable
 
 from orchestrator.messages import ThreadRecord
 from orchestrator.storage import Storage
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.sqlite import SQLiteStorage
-from storage_backends import PG_DSN, postgres_unreachable
 
 CHILD = Path(__file__).resolve().parent / "crash_child.py"
 SEED = 20261130
@@ -67,8 +67,13 @@ class _Zygote:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None, text=True, bufsize=1, cwd=CHILD.parent.parent,
+            [sys.executable, str(CHILD), "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            text=True,
+            bufsize=1,
+            cwd=CHILD.parent.parent,
         )
         self.worker: int | None = None  # the live worker's pid, killed on close if it hangs
         self.last: list[str] = []
@@ -82,7 +87,9 @@ class _Zygote:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.worker, signal.SIGUSR1)
                 select.select([], [], [], 2)
-            raise TimeoutError(f"crash child said nothing for {LINE_TIMEOUT} s (worker {self.worker}); last lines: {self.last[-5:]}")
+            raise TimeoutError(
+                f"crash child said nothing for {LINE_TIMEOUT} s (worker {self.worker}); last lines: {self.last[-5:]}"
+            )
         line = self.proc.stdout.readline()
         self.last = [*self.last[-20:], line.strip()]
         if not line:
@@ -265,7 +272,14 @@ def _crash_loop(db: str, runs: Path, ref_db: str, points: int, rng: random.Rando
     return report
 
 
-def _check_thread(thread: ThreadRecord, messages: list[Any], events: list[Any], reference: list[Any], ref: ThreadRecord, report: CrashReport) -> None:
+def _check_thread(
+    thread: ThreadRecord,
+    messages: list[Any],
+    events: list[Any],
+    reference: list[Any],
+    ref: ThreadRecord,
+    report: CrashReport,
+) -> None:
     name = thread.arguments["tag"]
     if thread.status != "completed":
         report.problems.append(f"{name}: status {thread.status!r}, expected 'completed'")
@@ -279,13 +293,17 @@ def _check_thread(thread: ThreadRecord, messages: list[Any], events: list[Any], 
     assert ref.execution is not None and thread.execution is not None
     counters = lambda e: (e.step_count, e.side_a_step_count, e.side_b_step_count, e.turn_count, e.reason)  # noqa: E731
     if counters(thread.execution) != counters(ref.execution):
-        report.problems.append(f"{name}: counters {counters(thread.execution)} != uninterrupted {counters(ref.execution)}")
+        report.problems.append(
+            f"{name}: counters {counters(thread.execution)} != uninterrupted {counters(ref.execution)}"
+        )
     created = Counter(e.data["id"] for e in events if e.type in ("message_created", "tool_result"))
     ids = [m.id for m in messages]
     if sorted(created) != sorted(ids) or any(n != 1 for n in created.values()):
         without = [m.seq for m in messages if created[m.id] == 0]
         twice = [m.seq for m in messages if created[m.id] > 1]
-        report.event_problems.append(f"{name}: messages without a creation event (by seq): {without}; with several: {twice}")
+        report.event_problems.append(
+            f"{name}: messages without a creation event (by seq): {without}; with several: {twice}"
+        )
     seqs = [e.seq for e in events]
     if seqs != sorted(set(seqs)):
         report.event_problems.append(f"{name}: event seqs not unique and increasing")
@@ -307,7 +325,9 @@ def crash_report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 def test_resume_after_kill_loses_nothing_and_runs_no_stored_tool_again(crash_report: CrashReport) -> None:
     assert crash_report.threads >= THREADS_PER_BATCH
     assert not crash_report.problems, "\n".join(crash_report.problems)
-    assert crash_report.lost == 0 and crash_report.duplicated == 0 and crash_report.duplicate_tool_runs == 0, crash_report
+    assert crash_report.lost == 0 and crash_report.duplicated == 0 and crash_report.duplicate_tool_runs == 0, (
+        crash_report
+    )
 
 
 @pytest.mark.slow

@@ -136,7 +136,7 @@ async def test_lookup_order(examples: Definitions) -> None:
     assert examples.tools["lookup_order"].progress_argument == "order_id"
     found = await run(examples, "lookup_order", FakeState(), order_id="a1002")
     assert found.status == "success"
-    assert json.loads(found.result or "") ["status"] == "processing"
+    assert json.loads(found.result or "")["status"] == "processing"
     missing = await run(examples, "lookup_order", FakeState(), order_id="Z9")
     assert missing.status == "error" and "Z9 not found" in (missing.error or "")
 
@@ -221,9 +221,7 @@ async def test_get_weather_declares_its_secret(examples: Definitions) -> None:
 
 async def test_get_weather_success(examples: Definitions) -> None:
     with respx.mock(assert_all_called=True) as mock:
-        route = mock.get("http://weather.test/v1/current").respond(
-            200, json={"temperature": 21, "conditions": "sunny"}
-        )
+        route = mock.get("http://weather.test/v1/current").respond(200, json={"temperature": 21, "conditions": "sunny"})
         result = await run(examples, "get_weather", FakeState(WEATHER_ENV), city="Lisbon")
     assert result.result == "Weather in Lisbon: 21°C, sunny"
     request = route.calls.last.request

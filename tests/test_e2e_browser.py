@@ -30,16 +30,28 @@ from providers.config import config_from_dict
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
+)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    runtime = Runtime.from_path(ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'e2e.db'}")
+    runtime = Runtime.from_path(
+        ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'e2e.db'}"
+    )
     app = create_app(runtime, tokens={"e2e-token": "e2e-user"}, own_runtime=True)
     with scripted_model(DEMO_SCRIPT).serving(), LiveServer(app) as live:
         yield live
@@ -186,8 +198,12 @@ def studio(tmp_path: Path) -> Iterator[LiveServer]:
         prompts={"artist": define_prompt(prompt="You draw.", tools=("draw",), tool_description="draw")},
         agents={"studio": define_agent(type="ai_human", side_a=Side("artist"))},
     )
-    runtime = Runtime(defs, config=config_from_dict({}), storage=SQLiteStorage(str(tmp_path / "studio.db")),
-                      settings=RuntimeSettings(model="test"))  # fmt: skip
+    runtime = Runtime(
+        defs,
+        config=config_from_dict({}),
+        storage=SQLiteStorage(str(tmp_path / "studio.db")),
+        settings=RuntimeSettings(model="test"),
+    )
     app = create_app(runtime, tokens={"e2e-token": "e2e-user"}, own_runtime=True)
     with LiveServer(app) as live:
         yield live

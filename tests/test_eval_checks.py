@@ -15,7 +15,10 @@ def test_text_contains_regex_and_absent() -> None:
     assert check_text(TEXTS, contains="shipped")  # case-insensitive
     assert check_text(TEXTS, regex=r"A\d{4}")
     missing = check_text(TEXTS, contains="refund")
-    assert not missing and missing.reason == "expected a text that contains 'refund'; the last one: 'Order A1002 has SHIPPED.'"
+    assert (
+        not missing
+        and missing.reason == "expected a text that contains 'refund'; the last one: 'Order A1002 has SHIPPED.'"
+    )
     assert check_text(TEXTS, regex="cancel", absent=True)
     said = check_text(TEXTS, regex="ship+ed", absent=True)
     assert not said and "found: 'Order A1002 has SHIPPED.'" in said.reason

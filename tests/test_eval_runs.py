@@ -39,15 +39,15 @@ GREET = Turn(text="Hello, how can I help?")
 
 def _suite(tmp_path: Path, scenarios: str, defaults: str = "k: 1", config: Path | None = None) -> Path:
     (tmp_path / "preds.py").write_text(
-        "def shipped(values):\n    return values['order_status:A1002'] == 'shipped', 'status is ' + str(values['order_status:A1002'])\n"
-        "def cancelled(values):\n    return values['order_status:A1002'] == 'cancelled', 'status is ' + str(values['order_status:A1002'])\n"
+        "def shipped(values):\n    return values['order_status:A1002'] == 'shipped', 'status is ' + str(values['order_status:A1002'])\n"  # noqa: E501
+        "def cancelled(values):\n    return values['order_status:A1002'] == 'cancelled', 'status is ' + str(values['order_status:A1002'])\n"  # noqa: E501
     )
     (tmp_path / "receipt.txt").write_text("A1002 54.50")
     path = tmp_path / "suite.yaml"
     path.write_text(f"""\
 agent: support_demo
-definitions: {ROOT / 'agents'}
-config: {config or ROOT / 'configs' / 'default.yaml'}
+definitions: {ROOT / "agents"}
+config: {config or ROOT / "configs" / "default.yaml"}
 cassettes: cas
 defaults:
   models: {{a: demo, b: demo}}
@@ -60,10 +60,16 @@ scenarios:
 
 
 SHIP = ScenarioScript(
-    a=[GREET, Turn(text="Checking.", tool_calls=[Call(name="lookup_order", arguments={"order_id": "A1002"})]),
-       Turn(tool_calls=[Call(name="process_order", arguments={"order_id": "A1002", "action": "ship"})]),
-       Turn(text="Your order A1002 has shipped.")],
-    b=[Turn(text="Where is my order A1002?"), Turn(text="Thanks!", tool_calls=[Call(name="end_chat", arguments={"reason": "done"})])],
+    a=[
+        GREET,
+        Turn(text="Checking.", tool_calls=[Call(name="lookup_order", arguments={"order_id": "A1002"})]),
+        Turn(tool_calls=[Call(name="process_order", arguments={"order_id": "A1002", "action": "ship"})]),
+        Turn(text="Your order A1002 has shipped."),
+    ],
+    b=[
+        Turn(text="Where is my order A1002?"),
+        Turn(text="Thanks!", tool_calls=[Call(name="end_chat", arguments={"reason": "done"})]),
+    ],
     judge=[Turn(text='Sure. {"verdict": "pass", "reason": "helpful and correct"}'), Turn(text="I think it went fine.")],
 )
 
@@ -82,7 +88,8 @@ ALL_CHECKS = """\
         keys: ["order_status:A1002"]
       - predicate: preds.py:cancelled
         keys: ["order_status:A1002"]
-      - tool_calls: [{name: lookup_order, arguments: {order_id: A1002}}, {name: process_order, arguments: {action: ship}}]
+      - tool_calls:
+          [{name: lookup_order, arguments: {order_id: A1002}}, {name: process_order, arguments: {action: ship}}]
       - tool_calls: [process_order, lookup_order]
       - tool_calls: [process_order, lookup_order]
         ordered: false
@@ -107,10 +114,23 @@ async def test_each_kind_of_check_passes_or_fails_with_its_reason(tmp_path: Path
     (run,) = result.runs
     verdicts = [(c.kind, c.passed) for c in run.checks]
     assert verdicts == [
-        ("values", True), ("values", False), ("values", True), ("predicate", True), ("predicate", False),
-        ("tool_calls", True), ("tool_calls", False), ("tool_calls", True), ("no_tool_call", True),
-        ("no_tool_call", False), ("end_reason", True), ("end_reason", False), ("text", True), ("text", False),
-        ("text", True), ("judge", True), ("judge", False),
+        ("values", True),
+        ("values", False),
+        ("values", True),
+        ("predicate", True),
+        ("predicate", False),
+        ("tool_calls", True),
+        ("tool_calls", False),
+        ("tool_calls", True),
+        ("no_tool_call", True),
+        ("no_tool_call", False),
+        ("end_reason", True),
+        ("end_reason", False),
+        ("text", True),
+        ("text", False),
+        ("text", True),
+        ("judge", True),
+        ("judge", False),
     ]
     reasons = [c.reason for c in run.checks]
     assert reasons[1] == 'order_status:A1002: expected "cancelled", got "shipped"'
@@ -133,8 +153,12 @@ async def test_each_kind_of_check_passes_or_fails_with_its_reason(tmp_path: Path
         assert thread.status == "completed" and thread.arguments == {"persona": "Kwame", "goal": "get A1002 shipped"}
         assert await storage.get_value(run.thread_id, "seeded") == {"tier": "gold", "n": 1}
     cassette = json.loads(Path(run.cassette).read_text())
-    assert cassette["metadata"]["eval"] == {"suite": str(suite.path), "scenario": "ship", "run": 1,
-                                            "models": {"a": "demo", "b": "demo"}}
+    assert cassette["metadata"]["eval"] == {
+        "suite": str(suite.path),
+        "scenario": "ship",
+        "run": 1,
+        "models": {"a": "demo", "b": "demo"},
+    }
     assert len(cassette["interactions"]) == 8
 
 
@@ -160,7 +184,9 @@ BUDGET = """\
 
 
 async def test_stops_starting_runs_once_the_budget_is_spent(tmp_path: Path) -> None:
-    short = ScenarioScript(a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])])
+    short = ScenarioScript(
+        a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])]
+    )
     # each run: two answers of 10 + 5 tokens = 30; the budget is spent during the second run
     suite = load_suite(_suite(tmp_path, BUDGET, "k: 3\n  concurrency: 1\n  budget: {tokens: 50}"))
     result = await Evaluator(suite, ScriptedSource(lambda s, i: short), storage=":memory:").run()
@@ -170,7 +196,9 @@ async def test_stops_starting_runs_once_the_budget_is_spent(tmp_path: Path) -> N
 
 
 async def test_no_budget_runs_everything_k_times_concurrently(tmp_path: Path) -> None:
-    short = ScenarioScript(a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])])
+    short = ScenarioScript(
+        a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])]
+    )
     suite = load_suite(_suite(tmp_path, BUDGET, "k: 3\n  concurrency: 4"))
     result = await Evaluator(suite, ScriptedSource(lambda s, i: short), storage=":memory:").run()
     assert sorted((r.scenario, r.index) for r in result.runs) == [(s, i) for s in ("one", "two") for i in (1, 2, 3)]
@@ -187,11 +215,17 @@ CHANGES_MIND = """\
 def _cancelling(scenario: str, index: int) -> ScenarioScript:
     """Runs differ: odd runs cancel (a failure), even runs do not."""
     cancel = [Call(name="process_order", arguments={"order_id": "A1002", "action": "cancel"})] if index % 2 else []
-    return ScenarioScript(a=[GREET, Turn(text="On it.", tool_calls=cancel), Turn(text="Cancelled.")] if cancel else [GREET, Turn(text="Kept.")],
-                          b=[Turn(text="Cancel A1002"), Turn(text="ok", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])])
+    return ScenarioScript(
+        a=[GREET, Turn(text="On it.", tool_calls=cancel), Turn(text="Cancelled.")]
+        if cancel
+        else [GREET, Turn(text="Kept.")],
+        b=[Turn(text="Cancel A1002"), Turn(text="ok", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])],
+    )
 
 
-async def test_a_failed_run_replays_offline_with_the_same_transcript(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_failed_run_replays_offline_with_the_same_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     suite = load_suite(_suite(tmp_path, CHANGES_MIND, "k: 2"))
     result = await Evaluator(suite, ScriptedSource(_cancelling), storage=":memory:").run()
     failed = [r for r in result.runs if not r.passed]
@@ -199,7 +233,9 @@ async def test_a_failed_run_replays_offline_with_the_same_transcript(tmp_path: P
     recorded = json.loads(Path(failed[0].cassette).read_text())["metadata"]["transcript"]
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    out = await asyncio.to_thread(CliRunner().invoke, main, ["eval", "replay", failed[0].cassette])  # a CLI: its own loop
+    out = await asyncio.to_thread(
+        CliRunner().invoke, main, ["eval", "replay", failed[0].cassette]
+    )  # a CLI: its own loop
     assert out.exit_code == 1, out.output  # reproduced; its check still fails
     assert "replay matches the recording" in out.output and "failed" in out.output
     assert '✗ no_tool_call: process_order{"action": "cancel"}' in out.output
@@ -222,7 +258,9 @@ async def test_replaying_a_suite_detects_runs_that_left_their_recording(tmp_path
     assert [r.passed for r in sorted(replayed.runs, key=lambda r: r.index)] == [False, True]
     assert all(r.error is None for r in replayed.runs)
 
-    changed = load_suite(_suite(tmp_path, CHANGES_MIND.replace("  - id: mind\n", "  - id: mind\n    arguments: {goal: other}\n"), "k: 2"))
+    changed = load_suite(
+        _suite(tmp_path, CHANGES_MIND.replace("  - id: mind\n", "  - id: mind\n    arguments: {goal: other}\n"), "k: 2")
+    )
     drifted = await Evaluator(changed, ReplaySource(changed.cassette_dir()), storage=":memory:").run()
     assert all(not r.passed and "replay mismatch" in (r.error or "") for r in drifted.runs)
     assert "the system prompt changed" in drifted.runs[0].error
@@ -232,12 +270,21 @@ async def test_live_runs_are_recorded_without_the_api_key(tmp_path: Path, monkey
     secret = "sk-live-test-4f9a8b7c6d5e4f3a2b1c"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     config = tmp_path / "live.yaml"
-    config.write_text("providers: {openai: {api_key: '${OPENAI_API_KEY}'}}\n"
-                      "models: {fast: {provider: openai, model: gpt-4o-mini, retry: {attempts: 1}}}\ndefault_model: fast\n")
+    config.write_text(
+        "providers: {openai: {api_key: '${OPENAI_API_KEY}'}}\n"
+        "models: {fast: {provider: openai, model: gpt-4o-mini, retry: {attempts: 1}}}\ndefault_model: fast\n"
+    )
     path = _suite(tmp_path, BUDGET.split("  - id: two")[0], config=config)
-    path.write_text(path.read_text().replace("{a: demo, b: demo}", "{a: fast, b: fast}").replace("judge_model: demo", ""))
+    path.write_text(
+        path.read_text().replace("{a: demo, b: demo}", "{a: fast, b: fast}").replace("judge_model: demo", "")
+    )
     suite = load_suite(path)
-    model = ScriptedModel([ScriptedResponse(text="Hello"), ScriptedResponse(text="Bye", tool_calls=[ScriptedCall("end_chat", {"reason": "x"})])])
+    model = ScriptedModel(
+        [
+            ScriptedResponse(text="Hello"),
+            ScriptedResponse(text="Bye", tool_calls=[ScriptedCall("end_chat", {"reason": "x"})]),
+        ]
+    )
     with respx.mock(assert_all_called=False) as router:  # the "network": api.openai.com served by a scripted model
         model.mount(router, "https://api.openai.com/v1")
         result = await Evaluator(suite, LiveSource(), storage=":memory:").run()
@@ -257,12 +304,16 @@ def test_the_example_suite_runs_offline_from_its_cassettes(tmp_path: Path, monke
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(ROOT)
-    out = CliRunner().invoke(main, ["eval", "evals/support_demo.yaml", "--db", str(tmp_path / "ev.db"), "--out", str(tmp_path)])
+    out = CliRunner().invoke(
+        main, ["eval", "evals/support_demo.yaml", "--db", str(tmp_path / "ev.db"), "--out", str(tmp_path)]
+    )
     assert out.exit_code == 0, out.output
     assert "| changes_mind | 3 | 0/3 | 0% | 0% | 0% |" in out.output
     assert "| angry_wants_person | 3 | 2/3 | 67% | 33% | 0% |" in out.output
     assert "**pass^3 = 60%**" in out.output
-    assert "replay offline: `orchestrator eval replay cassettes/evals/support_demo/changes_mind/run-1.json`" in out.output
+    assert (
+        "replay offline: `orchestrator eval replay cassettes/evals/support_demo/changes_mind/run-1.json`" in out.output
+    )
 
     report = json.loads((tmp_path / "support_demo.json").read_text())
     assert report["score"]["pass_hat"] == {"1": pytest.approx(11 / 15), "2": pytest.approx((3 + 1 / 3) / 5), "3": 0.6}
@@ -270,11 +321,39 @@ def test_the_example_suite_runs_offline_from_its_cassettes(tmp_path: Path, monke
     junit = ET.parse(tmp_path / "support_demo.junit.xml").getroot()
     assert (junit.get("tests"), junit.get("failures")) == ("15", "4")
 
-    strict = CliRunner().invoke(main, ["eval", "evals/support_demo.yaml", "--scenario", "order_ships", "--db",
-                                       str(tmp_path / "ev.db"), "--out", str(tmp_path), "--fail-under", "1"])
+    strict = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "evals/support_demo.yaml",
+            "--scenario",
+            "order_ships",
+            "--db",
+            str(tmp_path / "ev.db"),
+            "--out",
+            str(tmp_path),
+            "--fail-under",
+            "1",
+        ],
+    )
     assert strict.exit_code == 0, strict.output
-    failing = CliRunner().invoke(main, ["eval", "evals/support_demo.yaml", "--scenario", "changes_mind", "-k", "1",
-                                        "--db", str(tmp_path / "ev.db"), "--out", str(tmp_path), "--fail-under", "0.5"])
+    failing = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "evals/support_demo.yaml",
+            "--scenario",
+            "changes_mind",
+            "-k",
+            "1",
+            "--db",
+            str(tmp_path / "ev.db"),
+            "--out",
+            str(tmp_path),
+            "--fail-under",
+            "0.5",
+        ],
+    )
     assert failing.exit_code == 1 and "pass^1 = 0.00 is below --fail-under 0.50" in failing.output
 
 
@@ -299,13 +378,21 @@ async def test_assert_suite_fails_a_test_under_the_threshold() -> None:
 def test_compare_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     args: list[Any] = ["--db", str(tmp_path / "ev.db")]
-    CliRunner().invoke(main, ["eval", "evals/support_demo.yaml", "--scenario", "changes_mind", "--out", str(tmp_path / "a"), *args])
-    CliRunner().invoke(main, ["eval", "evals/support_demo.yaml", "--scenario", "order_ships", "--out", str(tmp_path / "b"), *args])
-    out = CliRunner().invoke(main, ["eval", "compare", str(tmp_path / "a" / "support_demo.json"), str(tmp_path / "b" / "support_demo.json")])
+    CliRunner().invoke(
+        main, ["eval", "evals/support_demo.yaml", "--scenario", "changes_mind", "--out", str(tmp_path / "a"), *args]
+    )
+    CliRunner().invoke(
+        main, ["eval", "evals/support_demo.yaml", "--scenario", "order_ships", "--out", str(tmp_path / "b"), *args]
+    )
+    out = CliRunner().invoke(
+        main, ["eval", "compare", str(tmp_path / "a" / "support_demo.json"), str(tmp_path / "b" / "support_demo.json")]
+    )
     assert out.exit_code == 0, out.output
     assert "| changes_mind | 0/3 (pass^3 0%) | - | removed |" in out.output
     assert "| order_ships | - | 3/3 (pass^3 100%) | added |" in out.output
-    bad = CliRunner().invoke(main, ["eval", "compare", str(ROOT / "pyproject.toml"), str(tmp_path / "b" / "support_demo.json")])
+    bad = CliRunner().invoke(
+        main, ["eval", "compare", str(ROOT / "pyproject.toml"), str(tmp_path / "b" / "support_demo.json")]
+    )
     assert bad.exit_code == 1 and "not an eval report" in bad.output
 
 

@@ -33,17 +33,41 @@ def test_pass_hat_k_is_the_share_of_k_subsets_that_all_passed() -> None:
 
 
 def _run(scenario: str, index: int, passed: bool, *, tokens: int = 15, label: str = "values: x") -> RunOutcome:
-    checks = [CheckOutcome(index=0, kind="values", label=label, passed=passed, reason="ok" if passed else "x: expected 1, got 2")]
-    return RunOutcome(scenario=scenario, index=index, passed=passed, checks=checks, thread_id=f"thr_{scenario}_{index}",
-                      cassette=f"c/{scenario}/run-{index}.json", reason="end_conversation", steps=4, turns=3,
-                      input_tokens=tokens - 5, output_tokens=5, cost=0.001, seconds=0.5)
+    checks = [
+        CheckOutcome(
+            index=0, kind="values", label=label, passed=passed, reason="ok" if passed else "x: expected 1, got 2"
+        )
+    ]
+    return RunOutcome(
+        scenario=scenario,
+        index=index,
+        passed=passed,
+        checks=checks,
+        thread_id=f"thr_{scenario}_{index}",
+        cassette=f"c/{scenario}/run-{index}.json",
+        reason="end_conversation",
+        steps=4,
+        turns=3,
+        input_tokens=tokens - 5,
+        output_tokens=5,
+        cost=0.001,
+        seconds=0.5,
+    )
 
 
 def _eval(outcomes: dict[str, list[bool]], *, skipped: int = 0) -> EvalRun:
     runs = [_run(sid, i + 1, ok) for sid, oks in outcomes.items() for i, ok in enumerate(oks)]
-    return EvalRun(suite="s.yaml", agent="ag", source="replay", models={"a": "demo"},
-                   k={sid: len(oks) for sid, oks in outcomes.items()}, runs=runs, skipped=skipped,
-                   stopped_on_budget=bool(skipped), seconds=1.5)
+    return EvalRun(
+        suite="s.yaml",
+        agent="ag",
+        source="replay",
+        models={"a": "demo"},
+        k={sid: len(oks) for sid, oks in outcomes.items()},
+        runs=runs,
+        skipped=skipped,
+        stopped_on_budget=bool(skipped),
+        seconds=1.5,
+    )
 
 
 def test_suite_pass_hat_k_is_the_mean_over_scenarios() -> None:
@@ -97,11 +121,18 @@ def test_load_report_names_the_file_when_it_is_not_a_report(tmp_path) -> None:
 
 
 def test_compare_scenario_by_scenario() -> None:
-    before = build_report(_eval({"fixed": [False, False], "broke": [True, True], "same": [True, False], "gone": [True]}))
+    before = build_report(
+        _eval({"fixed": [False, False], "broke": [True, True], "same": [True, False], "gone": [True]})
+    )
     after = build_report(_eval({"fixed": [True, True], "broke": [True, False], "same": [False, True], "new": [True]}))
     changes = {c.scenario: c for c in compare(before, after)}
     assert {k: c.verdict for k, c in changes.items()} == {
-        "fixed": "better", "broke": "worse", "same": "same", "gone": "removed", "new": "added"}
+        "fixed": "better",
+        "broke": "worse",
+        "same": "same",
+        "gone": "removed",
+        "new": "added",
+    }
     assert changes["fixed"].checks_now_passing == ["values: x"] and changes["broke"].checks_now_failing == ["values: x"]
     text = compare_markdown(before, after, ("a.json", "b.json"))
     assert "| fixed | 0/2 (pass^2 0%) | 2/2 (pass^2 100%) | ▲ better |" in text

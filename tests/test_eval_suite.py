@@ -55,18 +55,45 @@ def test_a_good_suite_loads_with_each_check_kind_read_from_its_key(tmp_path: Pat
     assert suite.resolve("../agents") == tmp_path.parent / "agents"  # relative to the suite file
 
 
-@pytest.mark.parametrize(("change", "where", "message"), [
-    (("      - no_tool_call: end_chat", "      - no_tool_kall: end_chat"), "s.yaml, line 9", "scenarios.0.checks.1"),
-    (("defaults: {k: 2}", "defaults: {k: 0}"), "s.yaml, line 2", "defaults.k: Input should be greater than or equal to 1"),
-    (("      - text: {side: a, contains: shipped}", "      - text: {side: c, contains: shipped}"), "s.yaml, line 10",
-     "scenarios.0.checks.2.side: Input should be 'a' or 'b'"),
-    (("      - text: {side: a, contains: shipped}", "      - text: {side: a}"), "s.yaml, line 10",
-     "needs exactly one of 'contains' or 'regex'"),
-    (("      - predicate: preds.py:ok", "      - predicate: preds.py:missing"), "s.yaml, line 13", "has no function 'missing'"),
-    (("      - predicate: preds.py:ok", "      - predicate: nowhere.py:ok"), "s.yaml, line 13", "no file 'nowhere.py'"),
-    (("  - id: one", "  - id: one two"), "s.yaml, line 4", "scenarios.0.id: String should match pattern"),
-])
-def test_problems_name_the_file_line_and_field(tmp_path: Path, change: tuple[str, str], where: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "where", "message"),
+    [
+        (
+            ("      - no_tool_call: end_chat", "      - no_tool_kall: end_chat"),
+            "s.yaml, line 9",
+            "scenarios.0.checks.1",
+        ),
+        (
+            ("defaults: {k: 2}", "defaults: {k: 0}"),
+            "s.yaml, line 2",
+            "defaults.k: Input should be greater than or equal to 1",
+        ),
+        (
+            ("      - text: {side: a, contains: shipped}", "      - text: {side: c, contains: shipped}"),
+            "s.yaml, line 10",
+            "scenarios.0.checks.2.side: Input should be 'a' or 'b'",
+        ),
+        (
+            ("      - text: {side: a, contains: shipped}", "      - text: {side: a}"),
+            "s.yaml, line 10",
+            "needs exactly one of 'contains' or 'regex'",
+        ),
+        (
+            ("      - predicate: preds.py:ok", "      - predicate: preds.py:missing"),
+            "s.yaml, line 13",
+            "has no function 'missing'",
+        ),
+        (
+            ("      - predicate: preds.py:ok", "      - predicate: nowhere.py:ok"),
+            "s.yaml, line 13",
+            "no file 'nowhere.py'",
+        ),
+        (("  - id: one", "  - id: one two"), "s.yaml, line 4", "scenarios.0.id: String should match pattern"),
+    ],
+)
+def test_problems_name_the_file_line_and_field(
+    tmp_path: Path, change: tuple[str, str], where: str, message: str
+) -> None:
     assert change[0] in GOOD
     path = _write(tmp_path, GOOD.replace(change[0], change[1]))
     with pytest.raises(SuiteError) as caught:
@@ -81,12 +108,14 @@ def test_a_check_entry_names_exactly_one_known_kind(tmp_path: Path) -> None:
     assert "line 9: scenarios.0.checks.1: Input tag 'unknown check no_tool_kall'" in str(caught.value)
     assert "'values', 'predicate', 'tool_calls', 'no_tool_call', 'end_reason', 'text', 'judge'" in str(caught.value)
     two = GOOD.replace("      - no_tool_call: end_chat", "      - {no_tool_call: end_chat, values: {a: 1}}")
-    with pytest.raises(SuiteError, match="line 9: scenarios.0.checks.1: Input tag 'one check per entry, found values, no_tool_call'"):
+    with pytest.raises(
+        SuiteError, match="line 9: scenarios.0.checks.1: Input tag 'one check per entry, found values, no_tool_call'"
+    ):
         load_suite(_write(tmp_path, two))
 
 
 def test_duplicate_ids_bad_yaml_and_missing_files(tmp_path: Path) -> None:
-    twice = GOOD + GOOD[GOOD.index("  - id: one"):]
+    twice = GOOD + GOOD[GOOD.index("  - id: one") :]
     with pytest.raises(SuiteError, match="scenario id 'one' is used twice"):
         load_suite(_write(tmp_path, twice))
     with pytest.raises(SuiteError, match=r"s.yaml, line 2: invalid YAML"):

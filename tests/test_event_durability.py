@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.env import SecretScopes
 from orchestrator.events import EPHEMERAL_EVENTS, EventBus
 from orchestrator.messages import ThreadRecord
-from orchestrator.storage import StepWrite, StorageError
+from orchestrator.storage import StorageError
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.scripted import ScriptedCall, ScriptedResponse
-
-from support import Q, definitions
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -59,7 +58,9 @@ def _defs() -> Any:
 
     prompts = {"pa": define_prompt(prompt="side a", tool_description="a", tools=("note",))}
     agents = {"chat": define_agent(type="ai_human", side_a=Side("pa", max_steps=5))}
-    return definitions(tools={"note": define_tool(description="n", args=Q, execute=note)}, prompts=prompts, agents=agents)
+    return definitions(
+        tools={"note": define_tool(description="n", args=Q, execute=note)}, prompts=prompts, agents=agents
+    )
 
 
 async def test_execution_event_log_has_no_gap_after_a_failed_write(make_runtime: Any) -> None:

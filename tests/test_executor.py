@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
+from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_hook, define_prompt, define_tool
 from orchestrator.executor import ExecutionFailed
 from orchestrator.views import OPENING_MESSAGE
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
-
-from support import definitions
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -47,14 +45,29 @@ end_chat = define_tool(description="End the chat", args=EndArgs, execute=_end)
 
 def support_defs(**extra: Any):
     prompts = {
-        "agent_p": define_prompt(prompt="You are support for {company}.", tool_description="support", tools=("lookup_order",), variables={"company": "ACME"}),
+        "agent_p": define_prompt(
+            prompt="You are support for {company}.",
+            tool_description="support",
+            tools=("lookup_order",),
+            variables={"company": "ACME"},
+        ),
         "customer_p": define_prompt(prompt="You are a customer.", tool_description="customer", tools=("end_chat",)),
     }
     agents = {
-        "demo": define_agent(type="dual_ai", side_a=Side("agent_p", max_steps=4), side_b=Side("customer_p", end_conversation_tool="end_chat"), max_session_turns=6),
+        "demo": define_agent(
+            type="dual_ai",
+            side_a=Side("agent_p", max_steps=4),
+            side_b=Side("customer_p", end_conversation_tool="end_chat"),
+            max_session_turns=6,
+        ),
         "chat": define_agent(type="ai_human", side_a=Side("agent_p")),
     }
-    return definitions(tools={"lookup_order": lookup, "end_chat": end_chat, **extra.get("tools", {})}, prompts={**prompts, **extra.get("prompts", {})}, agents={**agents, **extra.get("agents", {})}, hooks=extra.get("hooks"))
+    return definitions(
+        tools={"lookup_order": lookup, "end_chat": end_chat, **extra.get("tools", {})},
+        prompts={**prompts, **extra.get("prompts", {})},
+        agents={**agents, **extra.get("agents", {})},
+        hooks=extra.get("hooks"),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -91,7 +104,11 @@ async def test_dual_ai_conversation_with_tool_and_end(make_runtime: Any) -> None
     roles = [(m["role"], m.get("content")) for m in a_view[1:]]
     assert roles[:3] == [("assistant", "Hello, how can I help?"), ("user", "Where is order 42?"), ("assistant", None)]
     assert a_view[3]["tool_calls"][0]["function"]["name"] == "lookup_order"
-    assert a_view[4] == {"role": "tool", "tool_call_id": a_view[3]["tool_calls"][0]["id"], "content": "Order 42: shipped"}
+    assert a_view[4] == {
+        "role": "tool",
+        "tool_call_id": a_view[3]["tool_calls"][0]["id"],
+        "content": "Order 42: shipped",
+    }
     # b never sees a's tool call or result
     b_view2 = model.requests[4]["messages"]
     assert all(m["role"] in ("system", "user", "assistant") and "tool_calls" not in m for m in b_view2)
@@ -106,7 +123,10 @@ async def test_dual_ai_conversation_with_tool_and_end(make_runtime: Any) -> None
 async def test_tool_call_started_fires_with_progress_value_before_call_finishes(make_runtime: Any) -> None:
     seen: list[Any] = []
     hook = define_hook("tool_call_started", lambda state, call: seen.append(call))
-    script = [R(tool_calls=[C("lookup_order", '{"order_id": "A\\"1\\u00e9", "note": "' + "x" * 200 + '"}')], chunk_size=5), R(text="done")]
+    script = [
+        R(tool_calls=[C("lookup_order", '{"order_id": "A\\"1\\u00e9", "note": "' + "x" * 200 + '"}')], chunk_size=5),
+        R(text="done"),
+    ]
     rt, _ = await make_runtime(support_defs(hooks={"tool_call_started": hook}), script)
     thread = await rt.create_thread("chat")
     events: list[Any] = []
@@ -180,12 +200,14 @@ async def _until_stopped(events: Any) -> Any:
 
 async def test_parallel_calls_and_bad_calls_become_error_results(make_runtime: Any) -> None:
     script = [
-        R(tool_calls=[
-            C("lookup_order", {"order_id": "1"}),
-            C("lookup_order", "{not json"),
-            C("lookup_order", {"order": 5}),
-            C("nope", {}),
-        ]),
+        R(
+            tool_calls=[
+                C("lookup_order", {"order_id": "1"}),
+                C("lookup_order", "{not json"),
+                C("lookup_order", {"order": 5}),
+                C("nope", {}),
+            ]
+        ),
         R(text="ok"),
     ]
     rt, model = await make_runtime(support_defs(), script)

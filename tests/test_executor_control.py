@@ -6,14 +6,13 @@ import asyncio
 from typing import Any
 
 from pydantic import BaseModel
+from support import definitions
 
 from orchestrator import Side, define_agent, define_hook, define_prompt, define_tool
 from orchestrator.settings import RuntimeSettings
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
-
-from support import definitions
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -26,7 +25,17 @@ class Q(BaseModel):
 STARTED = asyncio.Event
 
 
-def _defs(tools: dict[str, Any], a: Side, b: Side | None = None, *, agent_type: str = "dual_ai", turns: int | None = None, a_tools=(), b_tools=(), hooks=None):
+def _defs(
+    tools: dict[str, Any],
+    a: Side,
+    b: Side | None = None,
+    *,
+    agent_type: str = "dual_ai",
+    turns: int | None = None,
+    a_tools=(),
+    b_tools=(),
+    hooks=None,
+):
     prompts = {
         "pa": define_prompt(prompt="side a", tool_description="a", tools=tuple(a_tools)),
         "pb": define_prompt(prompt="side b", tool_description="b", tools=tuple(b_tools)),
@@ -50,10 +59,19 @@ async def test_max_session_turns_ends_dual_ai(make_runtime: Any) -> None:
 
 
 async def test_stop_tool_ends_turn_and_max_steps_bounds_it(make_runtime: Any) -> None:
-    defs = _defs({"ok": ok_tool, "done": ok_tool}, Side("pa", stop_tool="done"), Side("pb", max_steps=2), turns=3, a_tools=("ok", "done"), b_tools=("ok",))
+    defs = _defs(
+        {"ok": ok_tool, "done": ok_tool},
+        Side("pa", stop_tool="done"),
+        Side("pb", max_steps=2),
+        turns=3,
+        a_tools=("ok", "done"),
+        b_tools=("ok",),
+    )
     script = [
-        R(tool_calls=[C("ok", {"q": "1"})]), R(tool_calls=[C("done", {})]),  # a: tool, then its stop tool
-        R(tool_calls=[C("ok", {})]), R(tool_calls=[C("ok", {})]),  # b: max_steps=2 ends the turn
+        R(tool_calls=[C("ok", {"q": "1"})]),
+        R(tool_calls=[C("done", {})]),  # a: tool, then its stop tool
+        R(tool_calls=[C("ok", {})]),
+        R(tool_calls=[C("ok", {})]),  # b: max_steps=2 ends the turn
         R(text="a again"),
     ]
     rt, _ = await make_runtime(defs, script)
@@ -69,7 +87,13 @@ async def test_force_turn_takes_effect_after_current_step(make_runtime: Any) -> 
         state.execution.force_turn("a")
         return {"status": "success", "result": "forced"}
 
-    defs = _defs({"force": define_tool(description="f", args=Q, execute=force)}, Side("pa", max_steps=5), Side("pb"), turns=3, a_tools=("force",))
+    defs = _defs(
+        {"force": define_tool(description="f", args=Q, execute=force)},
+        Side("pa", max_steps=5),
+        Side("pb"),
+        turns=3,
+        a_tools=("force",),
+    )
     # a calls force (turn ends after this step, a again), then a answers, then b
     rt, model = await make_runtime(defs, [R(tool_calls=[C("force", {})]), R(text="a second turn"), R(text="b")])
     thread = await rt.create_thread("ag")
@@ -81,7 +105,9 @@ async def test_force_turn_takes_effect_after_current_step(make_runtime: Any) -> 
 
 async def test_stop_mid_stream_stores_nothing_half_written_and_thread_runs_again(make_runtime: Any) -> None:
     defs = _defs({}, Side("pa"), Side("pb"), turns=2)
-    rt, model = await make_runtime(defs, [R(text="this stream hangs", chunk_size=3, hang_after=3), R(text="a"), R(text="b")])
+    rt, model = await make_runtime(
+        defs, [R(text="this stream hangs", chunk_size=3, hang_after=3), R(text="a"), R(text="b")]
+    )
     thread = await rt.create_thread("ag")
 
     async def stop_on_first_delta() -> None:
@@ -98,7 +124,10 @@ async def test_stop_mid_stream_stores_nothing_half_written_and_thread_runs_again
     assert model.streams_closed == model.streams_opened == 1  # the HTTP stream was closed
     assert thread.record.status == "stopped"
     again = await thread.run()
-    assert again.reason == "max_session_turns" and [m.content for m in (await thread.get_messages()).messages] == ["a", "b"]
+    assert again.reason == "max_session_turns" and [m.content for m in (await thread.get_messages()).messages] == [
+        "a",
+        "b",
+    ]
 
 
 async def test_stop_mid_tool_cancels_the_tool(make_runtime: Any) -> None:
@@ -114,7 +143,12 @@ async def test_stop_mid_tool_cancels_the_tool(make_runtime: Any) -> None:
             raise
         return {}
 
-    defs = _defs({"slow": define_tool(description="s", args=Q, execute=forever)}, Side("pa"), agent_type="ai_human", a_tools=("slow",))
+    defs = _defs(
+        {"slow": define_tool(description="s", args=Q, execute=forever)},
+        Side("pa"),
+        agent_type="ai_human",
+        a_tools=("slow",),
+    )
     rt, _ = await make_runtime(defs, [R(tool_calls=[C("slow", {})])])
     thread = await rt.create_thread("ag")
     run = asyncio.create_task(thread.send("go"))
@@ -134,11 +168,15 @@ async def test_retry_after_429_honoured_then_success(make_runtime: Any) -> None:
 
     config = {
         "providers": {"scripted": {"type": "scripted"}},
-        "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 3, "backoff": 0.1, "max_wait": 10}}},
+        "models": {
+            "demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 3, "backoff": 0.1, "max_wait": 10}}
+        },
         "default_model": "demo",
     }
     defs = _defs({}, Side("pa"), agent_type="ai_human")
-    rt, model = await make_runtime(defs, [ScriptedFault(status=429, headers={"retry-after": "3"}), R(text="hello")], config=config)
+    rt, model = await make_runtime(
+        defs, [ScriptedFault(status=429, headers={"retry-after": "3"}), R(text="hello")], config=config
+    )
     rt.services.client = ModelClient(config_from_dict(config), sleep=fake_sleep)
     thread = await rt.create_thread("ag")
     result = await thread.send("hi")
@@ -156,7 +194,9 @@ async def test_stream_cut_midway_is_retried_without_duplicates(make_runtime: Any
         "default_model": "demo",
     }
     defs = _defs({}, Side("pa"), agent_type="ai_human")
-    rt, _ = await make_runtime(defs, [R(text="partial answer that breaks", chunk_size=4, cut_after=3), R(text="whole answer")], config=config)
+    rt, _ = await make_runtime(
+        defs, [R(text="partial answer that breaks", chunk_size=4, cut_after=3), R(text="whole answer")], config=config
+    )
     rt.services.client = ModelClient(config_from_dict(config), sleep=no_sleep)
     thread = await rt.create_thread("ag")
     result = await thread.send("hi")
@@ -175,7 +215,12 @@ async def test_injection_during_history_assembly_goes_to_next_request(make_runti
             injected.append(await state.inject_message("system", "late context"))
         return messages
 
-    defs = _defs({}, Side("pa"), agent_type="ai_human", hooks={"prefilter_llm_history": define_hook("prefilter_llm_history", prefilter)})
+    defs = _defs(
+        {},
+        Side("pa"),
+        agent_type="ai_human",
+        hooks={"prefilter_llm_history": define_hook("prefilter_llm_history", prefilter)},
+    )
     rt, model = await make_runtime(defs, [R(text="one"), R(text="two")])
     thread = await rt.create_thread("ag")
     await thread.send("first")
@@ -194,7 +239,12 @@ async def test_second_execution_on_busy_thread_is_refused(make_runtime: Any) -> 
         await asyncio.sleep(3600)
         return {}
 
-    defs = _defs({"slow": define_tool(description="s", args=Q, execute=slow)}, Side("pa"), agent_type="ai_human", a_tools=("slow",))
+    defs = _defs(
+        {"slow": define_tool(description="s", args=Q, execute=slow)},
+        Side("pa"),
+        agent_type="ai_human",
+        a_tools=("slow",),
+    )
     rt, _ = await make_runtime(defs, [R(tool_calls=[C("slow", {})])], settings=RuntimeSettings(tool_timeout=3600))
     thread = await rt.create_thread("ag")
     run = asyncio.create_task(thread.send("go"))

@@ -19,11 +19,6 @@ C = ScriptedCall
 ROOT = Path(__file__).resolve().parent.parent
 
 
-
-
-
-
-
 # ---------------------------------------------------------------------------
 # 6. the shipped dual_ai demo on its cassette
 # ---------------------------------------------------------------------------
@@ -51,7 +46,9 @@ async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_pa
 
     defs = load_definitions(ROOT / "agents")
     cassette = load_cassette(ROOT / "cassettes" / "support_demo.json")
-    runtime = Runtime(defs, config=load_config(ROOT / "configs" / "default.yaml"), storage=SQLiteStorage(str(tmp_path / "demo.db")))
+    runtime = Runtime(
+        defs, config=load_config(ROOT / "configs" / "default.yaml"), storage=SQLiteStorage(str(tmp_path / "demo.db"))
+    )
     async with runtime:
         with replay(cassette) as replayer:
             thread = await runtime.create_thread("support_demo")
@@ -92,7 +89,13 @@ async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_pa
             assert m["role"] != "user" or m["content"] in a_texts
         assert "Kwame Mensah" not in json.dumps(request["messages"])  # lookup_customer's result is a's alone
     for request in a_requests:
-        assert tool_names(request) == ["lookup_order", "lookup_customer", "process_order", "get_current_time", "update_context"]
+        assert tool_names(request) == [
+            "lookup_order",
+            "lookup_customer",
+            "process_order",
+            "get_current_time",
+            "update_context",
+        ]
         users = [m["content"] for m in request["messages"] if m["role"] == "user" and m["content"] != OPENING_MESSAGE]
         assert users == b_texts[: len(users)]  # b's text arrives as user, in order
     # the system message update_context injected reaches both sides' next request
@@ -101,7 +104,12 @@ async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_pa
     assert all({"role": "system", "content": injected[0]} not in r["messages"] for r in sent[:6])
     # side a's last view: the queued notification is a call of the same message, answers right after
     last_a = a_requests[-1]["messages"]
-    turn = next(i for i, m in enumerate(last_a) if [c["function"]["name"] for c in m.get("tool_calls") or []] == ["process_order", "send_notification", "update_context"])
+    turn = next(
+        i
+        for i, m in enumerate(last_a)
+        if [c["function"]["name"] for c in m.get("tool_calls") or []]
+        == ["process_order", "send_notification", "update_context"]
+    )
     assert [m["role"] for m in last_a[turn + 1 : turn + 5]] == ["tool", "tool", "tool", "system"]
 
 
@@ -135,11 +143,20 @@ async def _race(make_runtime: Any, *, inject_first: bool) -> tuple[list[dict[str
         if call.name == "work":
             work_stored.set()
 
-    tools = {"work": define_tool(description="Work", args=Q, execute=work), "note": define_tool(description="Note", args=Q, execute=note)}
+    tools = {
+        "work": define_tool(description="Work", args=Q, execute=work),
+        "note": define_tool(description="Note", args=Q, execute=note),
+    }
     prompts = {"pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=("work", "note"))}
-    defs = definitions(tools=tools, prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
-                       hooks={"after_tool_call_success": define_hook("after_tool_call_success", after)})
-    rt, model = await make_runtime(defs, [R(tool_calls=[C("work", {}), C("note", {})]), R(text="Done.")], settings=RuntimeSettings(tool_timeout=5))
+    defs = definitions(
+        tools=tools,
+        prompts=prompts,
+        agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))},
+        hooks={"after_tool_call_success": define_hook("after_tool_call_success", after)},
+    )
+    rt, model = await make_runtime(
+        defs, [R(tool_calls=[C("work", {}), C("note", {})]), R(text="Done.")], settings=RuntimeSettings(tool_timeout=5)
+    )
     thread = await rt.create_thread("chat")
     await thread.send("go")
     return model.requests, (await thread.get_messages()).messages
@@ -150,7 +167,14 @@ async def test_injected_message_timing_does_not_change_what_the_model_sees(make_
     later_requests, later = await _race(make_runtime, inject_first=False)
     assert [m.role for m in first] != [m.role for m in later]  # storage order differs with timing...
     assert first_requests == later_requests  # ...the requests do not
-    assert [m["role"] for m in later_requests[1]["messages"]] == ["system", "user", "assistant", "tool", "tool", "system"]
+    assert [m["role"] for m in later_requests[1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "system",
+    ]
 
 
 async def test_transcript_does_not_depend_on_tool_timing(make_runtime: Any) -> None:

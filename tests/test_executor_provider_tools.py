@@ -75,8 +75,14 @@ def _message_start(n: int, input_tokens: int = 2679) -> dict[str, Any]:
     return {
         "type": "message_start",
         "message": {
-            "id": f"msg_01XFDUDYJgAACzvnptvVoYE{n}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 3},
+            "id": f"msg_01XFDUDYJgAACzvnptvVoYE{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": 3},
         },
     }
 
@@ -84,7 +90,10 @@ def _message_start(n: int, input_tokens: int = 2679) -> dict[str, Any]:
 def _text_block(index: int, text: str) -> list[dict[str, Any]]:
     return [
         {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-        *({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text[i : i + 7]}} for i in range(0, len(text), 7)),
+        *(
+            {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text[i : i + 7]}}
+            for i in range(0, len(text), 7)
+        ),
         {"type": "content_block_stop", "index": index},
     ]
 
@@ -102,12 +111,28 @@ def _end(stop_reason: str, output_tokens: int, searches: int = 0) -> list[dict[s
 SEARCH_THEN_TEXT = _sse(
     _message_start(1),
     {"type": "ping"},
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": SEARCH_ID, "name": "web_search", "input": {}}},
+    {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "server_tool_use", "id": SEARCH_ID, "name": "web_search", "input": {}},
+    },
     {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ""}},
-    {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"query": "weat'}},
-    {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": 'her Oslo today"}'}},
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": '{"query": "weat'},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": 'her Oslo today"}'},
+    },
     {"type": "content_block_stop", "index": 0},
-    {"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": SEARCH_ID, "content": SEARCH_RESULTS}},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "web_search_tool_result", "tool_use_id": SEARCH_ID, "content": SEARCH_RESULTS},
+    },
     {"type": "content_block_stop", "index": 1},
     *_text_block(2, "It is sunny in Oslo today."),
     *_end("end_turn", 510, searches=1),
@@ -117,17 +142,28 @@ PLAIN_TEXT = _sse(_message_start(2, 3100), *_text_block(0, "Rain is likely tomor
 
 def _defs(model: str, provider: str, tools: tuple[str, ...] = ("web_search", "lookup")):
     tool_defs = {
-        "web_search": define_tool(description="Search the web", args=Q, execute=_never, execution_mode="provider", execution_provider=provider),
+        "web_search": define_tool(
+            description="Search the web", args=Q, execute=_never, execution_mode="provider", execution_provider=provider
+        ),
         "lookup": define_tool(description="Look something up", args=Q, execute=_lookup),
     }
-    prompts = {"pa": define_prompt(prompt="You answer questions.", tool_description="answers", tools=tools, model=model)}
-    return definitions(tools=tool_defs, prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))})
+    prompts = {
+        "pa": define_prompt(prompt="You answer questions.", tool_description="answers", tools=tools, model=model)
+    }
+    return definitions(
+        tools=tool_defs, prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))}
+    )
 
 
 CONFIG: dict[str, Any] = {
     "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}"}, "openai": {"api_key": "${OPENAI_API_KEY}"}},
     "models": {
-        "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "retry": {"attempts": 1}, "params": {"max_tokens": 1024}},
+        "claude": {
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "retry": {"attempts": 1},
+            "params": {"max_tokens": 1024},
+        },
         "gpt": {"provider": "openai", "model": "gpt-4o-search-preview", "retry": {"attempts": 1}},
     },
     "default_model": "claude",
@@ -146,7 +182,9 @@ async def runtime_for(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     opened: list[Runtime] = []
 
     async def factory(defs: Any) -> Runtime:
-        runtime = Runtime(defs, config=config_from_dict(CONFIG), storage=SQLiteStorage(str(tmp_path / f"p{len(opened)}.db")))
+        runtime = Runtime(
+            defs, config=config_from_dict(CONFIG), storage=SQLiteStorage(str(tmp_path / f"p{len(opened)}.db"))
+        )
         opened.append(runtime)
         return await runtime.open()
 
@@ -181,7 +219,9 @@ async def test_anthropic_web_search_is_sent_natively_and_never_run_locally(runti
     tools = bodies[0]["tools"]
     assert {"type": "web_search_20250305", "name": "web_search", "max_uses": 5} in tools
     assert [t["name"] for t in tools if t.get("type") != "web_search_20250305"] == ["lookup"]
-    assert [t for t in tools if t.get("name") == "web_search"] == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]
+    assert [t for t in tools if t.get("name") == "web_search"] == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+    ]
 
     # stored: the provider's blocks verbatim on the assistant message, and no tool result
     stored = (await thread.get_messages()).messages
@@ -207,7 +247,12 @@ async def test_anthropic_web_search_blocks_are_replayed_on_the_next_request(runt
     kinds = [block["type"] for block in content]
     assert sorted(kinds) == ["server_tool_use", "text", "web_search_tool_result"], content
     use = kinds.index("server_tool_use")
-    assert content[use] == {"type": "server_tool_use", "id": SEARCH_ID, "name": "web_search", "input": {"query": "weather Oslo today"}}
+    assert content[use] == {
+        "type": "server_tool_use",
+        "id": SEARCH_ID,
+        "name": "web_search",
+        "input": {"query": "weather Oslo today"},
+    }
     # Anthropic wants each server tool's result right after its use
     assert content[use + 1] == {"type": "web_search_tool_result", "tool_use_id": SEARCH_ID, "content": SEARCH_RESULTS}
     assert content[kinds.index("text")]["text"] == "It is sunny in Oslo today."
@@ -233,8 +278,12 @@ async def test_openai_web_search_is_sent_as_web_search_options(runtime_for: Any)
     assert RAN == []
 
 
-@pytest.mark.parametrize(("model", "provider", "served_by"), [("gpt", "anthropic", "openai"), ("claude", "openai", "anthropic")])
-async def test_provider_tool_on_another_providers_model_is_refused_at_open(runtime_for: Any, model: str, provider: str, served_by: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "provider", "served_by"), [("gpt", "anthropic", "openai"), ("claude", "openai", "anthropic")]
+)
+async def test_provider_tool_on_another_providers_model_is_refused_at_open(
+    runtime_for: Any, model: str, provider: str, served_by: str
+) -> None:
     with pytest.raises(DefinitionError) as caught:
         await runtime_for(_defs(model, provider))
     message = str(caught.value)
@@ -250,7 +299,14 @@ async def test_provider_tool_on_another_providers_model_is_refused_at_open(runti
 def _image_config(supports_images: bool) -> dict[str, Any]:
     return {
         "providers": {"scripted": {"type": "scripted"}},
-        "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}, "supports_images": supports_images}},
+        "models": {
+            "demo": {
+                "provider": "scripted",
+                "model": "demo",
+                "retry": {"attempts": 1},
+                "supports_images": supports_images,
+            }
+        },
         "default_model": "demo",
     }
 
@@ -277,9 +333,13 @@ GOOD_PNG = {"name": "dot.png", "mime_type": "image/png", "data": PNG_B64, "width
 
 
 @pytest.mark.parametrize("supports_images", [True, False], ids=["image_model", "text_model"])
-async def test_tool_attachment_is_stored_and_shown_to_the_model(make_runtime: Any, tmp_path: Path, supports_images: bool) -> None:
+async def test_tool_attachment_is_stored_and_shown_to_the_model(
+    make_runtime: Any, tmp_path: Path, supports_images: bool
+) -> None:
     script = [R(tool_calls=[C("draw", {})]), R(text="Here it is.")]
-    rt, model = await make_runtime(_attachment_defs(GOOD_PNG), script, config=_image_config(supports_images), db=str(tmp_path / "att.db"))
+    rt, model = await make_runtime(
+        _attachment_defs(GOOD_PNG), script, config=_image_config(supports_images), db=str(tmp_path / "att.db")
+    )
     thread = await rt.create_thread("chat")
     await thread.send("draw a dot")
 
@@ -294,13 +354,22 @@ async def test_tool_attachment_is_stored_and_shown_to_the_model(make_runtime: An
     call_id = view[2]["tool_calls"][0]["id"]
     if supports_images:
         assert view[3] == {"role": "tool", "tool_call_id": call_id, "content": "drew it"}
-        assert view[4] == {"role": "user", "content": [
-            {"type": "text", "text": "Images returned by the tools above:"},
-            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}},
-        ]}
+        assert view[4] == {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images returned by the tools above:"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}},
+            ],
+        }
         assert len(view) == 5
     else:
-        assert view[3:] == [{"role": "tool", "tool_call_id": call_id, "content": f"drew it\n[attached file: dot.png (image/png, {len(PNG)} bytes)]"}]
+        assert view[3:] == [
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": f"drew it\n[attached file: dot.png (image/png, {len(PNG)} bytes)]",
+            }
+        ]
         assert "base64" not in json.dumps(model.requests[1])
 
 
@@ -314,11 +383,16 @@ async def test_tool_attachment_is_stored_and_shown_to_the_model(make_runtime: An
     ],
     ids=["bad_base64", "path_in_name", "backslash_in_name", "too_big"],
 )
-async def test_bad_attachment_is_an_error_result_and_nothing_is_stored(make_runtime: Any, tmp_path: Path, attachment: dict[str, Any], problem: str) -> None:
+async def test_bad_attachment_is_an_error_result_and_nothing_is_stored(
+    make_runtime: Any, tmp_path: Path, attachment: dict[str, Any], problem: str
+) -> None:
     script = [R(tool_calls=[C("draw", {})]), R(text="sorry")]
     rt, model = await make_runtime(
-        _attachment_defs(attachment), script, config=_image_config(True),
-        settings=RuntimeSettings(max_attachment_bytes=32), db=str(tmp_path / "bad.db"),
+        _attachment_defs(attachment),
+        script,
+        config=_image_config(True),
+        settings=RuntimeSettings(max_attachment_bytes=32),
+        db=str(tmp_path / "bad.db"),
     )
     thread = await rt.create_thread("chat")
     await thread.send("draw")

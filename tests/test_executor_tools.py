@@ -26,17 +26,25 @@ R = ScriptedResponse
 C = ScriptedCall
 ROOT = Path(__file__).resolve().parent.parent
 
+
 class Note(BaseModel):
     text: str = ""
 
 
-
-def _chat(tools: dict[str, Any], a_tools: tuple[str, ...], *, prompts: dict[str, Any] | None = None, agents: dict[str, Any] | None = None):
+def _chat(
+    tools: dict[str, Any],
+    a_tools: tuple[str, ...],
+    *,
+    prompts: dict[str, Any] | None = None,
+    agents: dict[str, Any] | None = None,
+):
     """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
-    all_prompts = {"pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools), **(prompts or {})}
+    all_prompts = {
+        "pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools),
+        **(prompts or {}),
+    }
     all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
     return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
-
 
 
 def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,7 +112,14 @@ async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same
     # storage: the queued call is its own assistant message, tied to its parent call
     stored = (await thread.get_messages()).messages
     kinds = [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in stored]
-    assert kinds == [("user", None), ("assistant", "ship"), ("tool", "ship"), ("assistant", "notify"), ("tool", "notify"), ("assistant", None)]
+    assert kinds == [
+        ("user", None),
+        ("assistant", "ship"),
+        ("tool", "ship"),
+        ("assistant", "notify"),
+        ("tool", "notify"),
+        ("assistant", None),
+    ]
     announce = stored[3]
     assert announce.metadata == {"queued_by": calls[0]["id"]} and announce.side == "a"
     assert stored[4].tool_call_id == announce.tool_calls[0].id == calls[1]["id"]
@@ -123,7 +138,9 @@ async def test_queue_tool_outside_uses_is_an_error_result_naming_the_rule(make_r
     await thread.send("go")
 
     [answer] = _tool_messages(model.requests[1])
-    assert answer["content"] == "queue_tool: tool 'sneaky' may not call 'notify'; add it to the tool's uses (now: empty)"
+    assert (
+        answer["content"] == "queue_tool: tool 'sneaky' may not call 'notify'; add it to the tool's uses (now: empty)"
+    )
     assert log == []  # nothing was queued, nothing ran
     stored = (await thread.get_messages()).messages
     assert [m.tool_status for m in stored if m.role == "tool"] == ["error"]
@@ -198,9 +215,16 @@ def _nested_prompt_defs(paths: list[list[str]]):
         return ToolResult.ok(f"probe {args.q}: depth {len(state.execution.prompt_path)}")
 
     prompts = {
-        "researcher": define_prompt(prompt="You research {topic} carefully.", tool_description="Research a question", tools=("probe",), variables={"topic": "orders"}),
+        "researcher": define_prompt(
+            prompt="You research {topic} carefully.",
+            tool_description="Research a question",
+            tools=("probe",),
+            variables={"topic": "orders"},
+        ),
     }
-    return _chat({"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("researcher", "probe"), prompts=prompts)
+    return _chat(
+        {"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("researcher", "probe"), prompts=prompts
+    )
 
 
 async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime: Any) -> None:
@@ -235,13 +259,20 @@ async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime
     outer = model.requests[3]["messages"]
     assert [m["role"] for m in outer] == ["system", "user", "assistant", "tool"]
     assert outer[2]["tool_calls"][0]["function"]["name"] == "researcher"
-    assert outer[3] == {"role": "tool", "tool_call_id": outer[2]["tool_calls"][0]["id"], "content": "A1 waits for stock."}
+    assert outer[3] == {
+        "role": "tool",
+        "tool_call_id": outer[2]["tool_calls"][0]["id"],
+        "content": "A1 waits for stock.",
+    }
     assert "probe inner" not in json.dumps(outer)  # the nested loop's messages stay at depth 1
 
     every = (await thread.get_messages()).messages
     nested = [m for m in every if m.depth == 1]
     assert [(m.role, m.content) for m in nested] == [
-        ("user", "Why is A1 late?"), ("assistant", None), ("tool", "probe inner: depth 2"), ("assistant", "A1 waits for stock."),
+        ("user", "Why is A1 late?"),
+        ("assistant", None),
+        ("tool", "probe inner: depth 2"),
+        ("assistant", "A1 waits for stock."),
     ]
     assert all(m.metadata.get("parent_call") == outer[2]["tool_calls"][0]["id"] for m in nested if m.role != "tool")
     top = (await thread.get_messages(max_depth=0)).messages
@@ -273,13 +304,22 @@ def _agent_tool_defs(seen: list[tuple[str, str, dict[str, Any]]]):
         return ToolResult.ok("finished")
 
     prompts = {
-        "planner": define_prompt(prompt="Plan a trip to {city} for {days} days.", tool_description="planner", tools=("read_args",)),
-        "traveller": define_prompt(prompt="You are a traveller going to {city}.", tool_description="traveller", tools=("read_args", "finish")),
+        "planner": define_prompt(
+            prompt="Plan a trip to {city} for {days} days.", tool_description="planner", tools=("read_args",)
+        ),
+        "traveller": define_prompt(
+            prompt="You are a traveller going to {city}.", tool_description="traveller", tools=("read_args", "finish")
+        ),
     }
     agents = {
         "trip": define_agent(
-            type="dual_ai", side_a=Side("planner"), side_b=Side("traveller", end_conversation_tool="finish"),
-            expose_as_tool=True, tool_description="Plan a trip with a traveller", args=TripArgs, max_session_turns=4,
+            type="dual_ai",
+            side_a=Side("planner"),
+            side_b=Side("traveller", end_conversation_tool="finish"),
+            expose_as_tool=True,
+            tool_description="Plan a trip with a traveller",
+            args=TripArgs,
+            max_session_turns=4,
         ),
     }
     tools = {
@@ -329,7 +369,10 @@ async def test_agent_as_a_tool_runs_a_child_thread_with_the_call_arguments(make_
     child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
     assert [m.side for m in child_messages if m.role == "assistant"] == ["a", "a", "b"]
     parent_messages = (await thread.get_messages()).messages
-    assert [(m.role, m.content) for m in parent_messages][-2:] == [("tool", "Plan: three days in Oslo."), ("assistant", "Your trip is planned.")]
+    assert [(m.role, m.content) for m in parent_messages][-2:] == [
+        ("tool", "Plan: three days in Oslo."),
+        ("assistant", "Your trip is planned."),
+    ]
     started = [e for e in (await _collect_events(rt, thread))[events_before:] if e.type == "subagent_started"]
     assert [e.data for e in started] == [{"thread_id": child.id, "agent": "trip", "call_id": call["id"]}]
 
@@ -348,22 +391,34 @@ def _variable_defs(tokens: list[str]):
         return ToolResult.ok(f"called with a {len(token)}-character token")
 
     tool = define_tool(
-        description="Call the API", args=Q, execute=call_api,
+        description="Call the API",
+        args=Q,
+        execute=call_api,
         variables=(VariableDefinition(name=VAR, description="API token for the order service"),),
     )
     return _chat({"call_api": tool}, ("call_api",))
 
 
-async def test_missing_required_variable_is_an_error_result_then_thread_env_lets_it_run(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_required_variable_is_an_error_result_then_thread_env_lets_it_run(
+    make_runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(VAR, raising=False)
     tokens: list[str] = []
-    script = [R(tool_calls=[C("call_api", {})]), R(text="no token"), R(tool_calls=[C("call_api", {})]), R(text="worked")]
+    script = [
+        R(tool_calls=[C("call_api", {})]),
+        R(text="no token"),
+        R(tool_calls=[C("call_api", {})]),
+        R(text="worked"),
+    ]
     rt, model = await make_runtime(_variable_defs(tokens), script)
     thread = await rt.create_thread("chat")
 
     await thread.send("call it")
     [answer] = _tool_messages(model.requests[1])
-    assert answer["content"] == f"Tool 'call_api' needs env value {VAR!r} (API token for the order service), which is not set"
+    assert (
+        answer["content"]
+        == f"Tool 'call_api' needs env value {VAR!r} (API token for the order service), which is not set"
+    )
     assert tokens == []  # the tool never ran
 
     await thread.state.set_env(VAR, "tok-123456", "secret")
@@ -390,7 +445,9 @@ async def test_queued_tools_that_queue_more_are_bounded_per_step(make_runtime: A
         state.queue_tool("chain", {"q": args.q + "+"})
         return ToolResult.ok(f"chain {args.q}")
 
-    defs = _chat({"chain": define_tool(description="Queues itself", args=Q, execute=chain, uses=("chain",))}, ("chain",))
+    defs = _chat(
+        {"chain": define_tool(description="Queues itself", args=Q, execute=chain, uses=("chain",))}, ("chain",)
+    )
     script = [R(tool_calls=[C("chain", {"q": "x"})]), R(text="stopped")]
     rt, model = await make_runtime(defs, script, settings=RuntimeSettings(max_queued_tools=2))
     thread = await rt.create_thread("chat")
@@ -399,11 +456,18 @@ async def test_queued_tools_that_queue_more_are_bounded_per_step(make_runtime: A
     assert ran == ["x", "x+", "x++"]  # the call, then two queued runs
     view = model.requests[1]["messages"]
     calls = view[2]["tool_calls"]
-    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"q": "x"}, {"q": "x+"}, {"q": "x++"}, {"q": "x+++"}]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"q": "x"},
+        {"q": "x+"},
+        {"q": "x++"},
+        {"q": "x+++"},
+    ]
     answers = view[3:]
     assert [a["tool_call_id"] for a in answers] == [c["id"] for c in calls]
     assert [a["content"] for a in answers] == [
-        "chain x", "chain x+", "chain x++",
+        "chain x",
+        "chain x+",
+        "chain x++",
         "queue limit reached: at most 2 queued tools run per step; 'chain' was not run",
     ]
 
@@ -414,17 +478,25 @@ async def test_invoke_tool_can_run_a_prompt_as_a_nested_loop(make_runtime: Any) 
         return ToolResult.ok(f"the expert says: {answer.result}")
 
     prompts = {"expert": define_prompt(prompt="You are an expert.", tool_description="Ask the expert")}
-    defs = _chat({"ask": define_tool(description="Ask", args=Q, execute=ask, uses=("expert",))}, ("ask",), prompts=prompts)
+    defs = _chat(
+        {"ask": define_tool(description="Ask", args=Q, execute=ask, uses=("expert",))}, ("ask",), prompts=prompts
+    )
     script = [R(tool_calls=[C("ask", {"q": "tides"})]), R(text="The moon pulls."), R(text="Tides: the moon.")]
     rt, model = await make_runtime(defs, script)
     thread = await rt.create_thread("chat")
     await thread.send("why tides?")
-    assert model.requests[1]["messages"] == [{"role": "system", "content": "You are an expert."}, {"role": "user", "content": "Explain tides"}]
+    assert model.requests[1]["messages"] == [
+        {"role": "system", "content": "You are an expert."},
+        {"role": "user", "content": "Explain tides"},
+    ]
     assert "tools" not in model.requests[1]
     [answer] = _tool_messages(model.requests[2])
     assert answer["content"] == "the expert says: The moon pulls."
     nested = (await thread.get_messages()).messages
-    assert [(m.depth, m.role, m.content) for m in nested if m.depth == 1] == [(1, "user", "Explain tides"), (1, "assistant", "The moon pulls.")]
+    assert [(m.depth, m.role, m.content) for m in nested if m.depth == 1] == [
+        (1, "user", "Explain tides"),
+        (1, "assistant", "The moon pulls."),
+    ]
 
 
 async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_runtime: Any) -> None:
@@ -433,7 +505,12 @@ async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_run
 
     prompts = {"looper": define_prompt(prompt="Loop.", tool_description="Loops", tools=("probe",), max_steps=2)}
     defs = _chat({"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("looper",), prompts=prompts)
-    script = [R(tool_calls=[C("looper", {"message": "go"})]), R(tool_calls=[C("probe", {})]), R(tool_calls=[C("probe", {})]), R(text="gave up")]
+    script = [
+        R(tool_calls=[C("looper", {"message": "go"})]),
+        R(tool_calls=[C("probe", {})]),
+        R(tool_calls=[C("probe", {})]),
+        R(text="gave up"),
+    ]
     rt, model = await make_runtime(defs, script)
     thread = await rt.create_thread("chat")
     result = await thread.send("x")
@@ -444,28 +521,42 @@ async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_run
 
 async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(make_runtime: Any) -> None:
     prompts = {"helper_p": define_prompt(prompt="You help.", tool_description="helper")}
-    agents = {"helper": define_agent(type="ai_human", side_a=Side("helper_p"), expose_as_tool=True, tool_description="Ask the helper")}
+    agents = {
+        "helper": define_agent(
+            type="ai_human", side_a=Side("helper_p"), expose_as_tool=True, tool_description="Ask the helper"
+        )
+    }
     defs = _chat({}, ("helper",), prompts=prompts, agents=agents)
     script = [R(tool_calls=[C("helper", {"message": "Summarise order A1"})]), R(text="A1: shipped."), R(text="Done.")]
     rt, model = await make_runtime(defs, script)
     thread = await rt.create_thread("chat")
     await thread.send("x")
-    assert model.requests[1]["messages"] == [{"role": "system", "content": "You help."}, {"role": "user", "content": "Summarise order A1"}]
+    assert model.requests[1]["messages"] == [
+        {"role": "system", "content": "You help."},
+        {"role": "user", "content": "Summarise order A1"},
+    ]
     [answer] = _tool_messages(model.requests[2])
     assert answer["content"] == "A1: shipped."
     [child] = [t for t in await rt.list_threads() if t.parent_id == thread.id]
     assert child.arguments == {"message": "Summarise order A1"} and child.status == "idle"
     child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
-    assert [(m.side, m.role, m.content) for m in child_messages] == [("b", "user", "Summarise order A1"), ("a", "assistant", "A1: shipped.")]
+    assert [(m.side, m.role, m.content) for m in child_messages] == [
+        ("b", "user", "Summarise order A1"),
+        ("a", "assistant", "A1: shipped."),
+    ]
 
 
-async def test_optional_variable_missing_does_not_block_the_tool(make_runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_optional_variable_missing_does_not_block_the_tool(
+    make_runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(VAR, raising=False)
 
     async def maybe(state: Any, args: Q) -> ToolResult:
         return ToolResult.ok("ran without it")
 
-    tool = define_tool(description="Maybe", args=Q, execute=maybe, variables=(VariableDefinition(name=VAR, required=False),))
+    tool = define_tool(
+        description="Maybe", args=Q, execute=maybe, variables=(VariableDefinition(name=VAR, required=False),)
+    )
     rt, model = await make_runtime(_chat({"maybe": tool}, ("maybe",)), [R(tool_calls=[C("maybe", {})]), R(text="ok")])
     await (await rt.create_thread("chat")).send("go")
     assert _tool_messages(model.requests[1])[0]["content"] == "ran without it"

@@ -15,28 +15,27 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from collections.abc import Awaitable, Callable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-import httpx  # noqa: E402
-import pytest  # noqa: E402
-import respx  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+import httpx
+import pytest
+import respx
+from pydantic import BaseModel
+from support import definitions
 
-from orchestrator import Side, define_agent, define_prompt, define_tool  # noqa: E402
-from orchestrator.executor import ExecutionFailed, ExecutionResult  # noqa: E402
-from orchestrator.messages import Message  # noqa: E402
-from orchestrator.runtime import Runtime, Thread  # noqa: E402
-from orchestrator.settings import RuntimeSettings  # noqa: E402
-from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
-from providers.client import ModelClient  # noqa: E402
-from providers.config import config_from_dict  # noqa: E402
-from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse  # noqa: E402
-from providers.sse import openai_events  # noqa: E402
-
-from support import definitions  # noqa: E402
+from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.executor import ExecutionFailed, ExecutionResult
+from orchestrator.messages import Message
+from orchestrator.runtime import Runtime, Thread
+from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.sqlite import SQLiteStorage
+from providers.client import ModelClient
+from providers.config import config_from_dict
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
+from providers.sse import openai_events
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -99,8 +98,13 @@ class Rig:
             self.slept.append(seconds)
 
         defs = (self.make_defs or _definitions)(self)
-        self.runtime = Runtime(defs, config=config, storage=SQLiteStorage(str(self.tmp / "faults.db")),
-                               settings=self.settings or RuntimeSettings(), client=ModelClient(config, sleep=fake_sleep))
+        self.runtime = Runtime(
+            defs,
+            config=config,
+            storage=SQLiteStorage(str(self.tmp / "faults.db")),
+            settings=self.settings or RuntimeSettings(),
+            client=ModelClient(config, sleep=fake_sleep),
+        )
         await self.runtime.open()
         return self
 
@@ -147,7 +151,13 @@ def _config(attempts: int, timeout: float, wire: str) -> dict[str, Any]:
         "providers": {"openai": {"api_key": "${OPENAI_API_KEY}"}, "anthropic": {"api_key": "${ANTHROPIC_API_KEY}"}},
         "models": {
             "gpt": {"provider": "openai", "model": "gpt-4o-mini", "retry": retry, "timeout": timeout},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "params": {"max_tokens": 256}, "retry": retry, "timeout": timeout},
+            "claude": {
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "params": {"max_tokens": 256},
+                "retry": retry,
+                "timeout": timeout,
+            },
         },
         "default_model": "gpt" if wire == "openai" else "claude",
     }
@@ -160,8 +170,11 @@ def _definitions(rig: Rig) -> Any:
 
     prompt = define_prompt(prompt="You help.", tool_description="helper", tools=("lookup",))
     agent = define_agent(type="ai_human", side_a=Side("pa", max_steps=4))
-    return definitions(tools={"lookup": define_tool(description="Look something up", args=Lookup, execute=lookup)},
-                       prompts={"pa": prompt}, agents={"ag": agent})
+    return definitions(
+        tools={"lookup": define_tool(description="Look something up", args=Lookup, execute=lookup)},
+        prompts={"pa": prompt},
+        agents={"ag": agent},
+    )
 
 
 # -- checks shared by every scenario ------------------------------------------------
@@ -208,7 +221,9 @@ def _lost(expected: list[str | None], messages: list[Message]) -> int:
     return sum(1 for text in expected if text not in stored)
 
 
-async def recovered(rig: Rig, fault: str, answer: str, *, sleeps: list[float] | None = None, restarts: int | None = None) -> Outcome:
+async def recovered(
+    rig: Rig, fault: str, answer: str, *, sleeps: list[float] | None = None, restarts: int | None = None
+) -> Outcome:
     """The common shape: the fault is retried away and the person sees one answer."""
     async with rig:
         thread = await rig.runtime.create_thread("ag")  # type: ignore[union-attr]
@@ -230,7 +245,9 @@ async def recovered(rig: Rig, fault: str, answer: str, *, sleeps: list[float] | 
         return Outcome(fault, f"recovered after {retries} retr{'y' if retries == 1 else 'ies'}", lost + dup, dup_runs)
 
 
-async def failed_then_works(rig: Rig, fault: str, *, kind: str, status: int | None, requests: int, says: tuple[str, ...] = ()) -> Outcome:
+async def failed_then_works(
+    rig: Rig, fault: str, *, kind: str, status: int | None, requests: int, says: tuple[str, ...] = ()
+) -> Outcome:
     """A fault retries cannot fix: a clear error, the person's message kept, the thread usable."""
     async with rig:
         thread = await rig.runtime.create_thread("ag")  # type: ignore[union-attr]
@@ -251,7 +268,12 @@ async def failed_then_works(rig: Rig, fault: str, *, kind: str, status: int | No
         dup, dup_runs = await consistency(rig, thread)
         lost = _lost(["hi"], messages)
         await later_run_works(rig, thread)
-        return Outcome(fault, f"failed cleanly ({kind}, HTTP {status}) after {requests} request(s); next run ok", lost + dup, dup_runs)
+        return Outcome(
+            fault,
+            f"failed cleanly ({kind}, HTTP {status}) after {requests} request(s); next run ok",
+            lost + dup,
+            dup_runs,
+        )
 
 
 # -- the scenarios ---------------------------------------------------------------------
@@ -260,8 +282,17 @@ Scenario = Callable[[Path], Awaitable[Outcome]]
 LATER = R(text="later answer")
 
 
-def _openai_fault(status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    body = {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error", "param": None, "code": code}}
+def _openai_fault(
+    status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error" if status < 500 else "server_error",
+            "param": None,
+            "code": code,
+        }
+    }
     return httpx.Response(status, json=body, headers=headers or {})
 
 
@@ -281,7 +312,9 @@ async def rate_limit_retry_after(tmp: Path) -> Outcome:
 
 async def rate_limit_exhausted(tmp: Path) -> Outcome:
     rig = Rig(tmp, [F(429), F(429), F(429), LATER])
-    return await failed_then_works(rig, "429 on every attempt", kind="rate_limit", status=429, requests=3, says=("openai",))
+    return await failed_then_works(
+        rig, "429 on every attempt", kind="rate_limit", status=429, requests=3, says=("openai",)
+    )
 
 
 def _server_error(status: int) -> Scenario:
@@ -376,11 +409,15 @@ async def _tool_error_round(tmp: Path, fault: str, call: ScriptedCall, expect: s
 
 
 async def tool_args_invalid_json(tmp: Path) -> Outcome:
-    return await _tool_error_round(tmp, "tool call with invalid JSON arguments", C("lookup", '{"q": "unterminated'), "Invalid JSON")
+    return await _tool_error_round(
+        tmp, "tool call with invalid JSON arguments", C("lookup", '{"q": "unterminated'), "Invalid JSON"
+    )
 
 
 async def tool_name_unknown(tmp: Path) -> Outcome:
-    return await _tool_error_round(tmp, "tool call to an unknown name", C("delete_everything", {"q": "x"}), "Unknown tool 'delete_everything'")
+    return await _tool_error_round(
+        tmp, "tool call to an unknown name", C("delete_everything", {"q": "x"}), "Unknown tool 'delete_everything'"
+    )
 
 
 async def empty_response(tmp: Path) -> Outcome:
@@ -398,18 +435,22 @@ async def empty_response(tmp: Path) -> Outcome:
 
 
 async def context_window_exceeded(tmp: Path) -> Outcome:
-    message = ("This model's maximum context length is 128000 tokens. However, your messages resulted in "
-               "130512 tokens. Please reduce the length of the messages.")
+    message = (
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+        "130512 tokens. Please reduce the length of the messages."
+    )
     rig = Rig(tmp, [LATER], pre=[_openai_fault(400, message, "context_length_exceeded")])
-    return await failed_then_works(rig, "context window exceeded", kind="context_window", status=400, requests=1,
-                                   says=("maximum context length",))
+    return await failed_then_works(
+        rig, "context window exceeded", kind="context_window", status=400, requests=1, says=("maximum context length",)
+    )
 
 
 async def authentication_failure(tmp: Path) -> Outcome:
     message = f"Incorrect API key provided: {OPENAI_KEY[:8]}...{OPENAI_KEY[-4:]}."
     rig = Rig(tmp, [LATER], pre=[_openai_fault(401, message, "invalid_api_key")])
-    return await failed_then_works(rig, "authentication failure (401)", kind="auth", status=401, requests=1,
-                                   says=("openai", "OPENAI_API_KEY"))
+    return await failed_then_works(
+        rig, "authentication failure (401)", kind="auth", status=401, requests=1, says=("openai", "OPENAI_API_KEY")
+    )
 
 
 SCENARIOS: list[Scenario] = [
@@ -441,7 +482,14 @@ KNOWN_BUGS: dict[str, str] = {}  # scenario name -> "bugs.md N" while a bug is o
 
 @pytest.mark.parametrize(
     "scenario",
-    [pytest.param(s, id=s.__name__, marks=[pytest.mark.xfail(reason=KNOWN_BUGS[s.__name__], strict=True)] if s.__name__ in KNOWN_BUGS else []) for s in SCENARIOS],
+    [
+        pytest.param(
+            s,
+            id=s.__name__,
+            marks=[pytest.mark.xfail(reason=KNOWN_BUGS[s.__name__], strict=True)] if s.__name__ in KNOWN_BUGS else [],
+        )
+        for s in SCENARIOS
+    ],
 )
 async def test_provider_fault(scenario: Scenario, tmp_path: Path) -> None:
     outcome = await scenario(tmp_path)
@@ -456,7 +504,9 @@ async def test_anthropic_overloaded_body_is_what_anthropic_sends(tmp_path: Path)
     """The 529 on the anthropic wire exhausts retries into a 'server' failure naming the provider."""
     body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     rig = Rig(tmp_path, [LATER], wire="anthropic", pre=[httpx.Response(529, json=body) for _ in range(3)])
-    outcome = await failed_then_works(rig, "529 every attempt", kind="server", status=529, requests=3, says=("anthropic", "Overloaded"))
+    outcome = await failed_then_works(
+        rig, "529 every attempt", kind="server", status=529, requests=3, says=("anthropic", "Overloaded")
+    )
     assert outcome.lost == 0
 
 
@@ -481,7 +531,10 @@ async def test_dual_ai_thread_resumes_after_provider_failure(tmp_path: Path) -> 
     """A dual_ai execution that failed mid-conversation runs again from where it was."""
     rig = Rig(tmp_path, [R(text="a1"), F(500), F(500), F(500), R(text="b1"), R(text="a2")])
     async with rig:
-        prompts = {"pa": define_prompt(prompt="a", tool_description="a"), "pb": define_prompt(prompt="b", tool_description="b")}
+        prompts = {
+            "pa": define_prompt(prompt="a", tool_description="a"),
+            "pb": define_prompt(prompt="b", tool_description="b"),
+        }
         agent = define_agent(type="dual_ai", side_a=Side("pa"), side_b=Side("pb"), max_session_turns=3)
         rig.runtime.definitions = definitions(prompts=prompts, agents={"duo": agent})  # type: ignore[union-attr]
         rig.runtime.services.definitions = rig.runtime.definitions  # type: ignore[union-attr]

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support import definitions
+from test_faults_provider import LATER, C, Outcome, R, Rig, consistency, later_run_works
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.executor import ExecutionResult
 from orchestrator.settings import RuntimeSettings
-from support import definitions
-from test_faults_provider import LATER, C, Outcome, R, Rig, consistency, later_run_works
 
 MAX_RESULT = 5_000
 MAX_QUEUED = 4
@@ -39,10 +39,17 @@ def _defs(tools: dict[str, Any], exposed: tuple[str, ...]):
 
 
 @asynccontextmanager
-async def _one_call(tmp: Path, tools: dict[str, Any], call: str, *, settings: RuntimeSettings | None = None) -> AsyncIterator[tuple[Rig, Any, Any]]:
+async def _one_call(
+    tmp: Path, tools: dict[str, Any], call: str, *, settings: RuntimeSettings | None = None
+) -> AsyncIterator[tuple[Rig, Any, Any]]:
     """Side a calls `call` once, reads the result, answers "done"; yields (rig, thread, tool messages)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    rig = Rig(tmp, [R(tool_calls=[C(call, {"q": "x"})]), R(text="done"), LATER], make_defs=_defs(tools, tuple(tools)), settings=settings)
+    rig = Rig(
+        tmp,
+        [R(tool_calls=[C(call, {"q": "x"})]), R(text="done"), LATER],
+        make_defs=_defs(tools, tuple(tools)),
+        settings=settings,
+    )
     async with rig:
         thread = await rig.runtime.create_thread("ag")  # type: ignore[union-attr]
         result = await rig.send(thread, "go")
@@ -68,7 +75,11 @@ async def tool_raises(tmp: Path) -> Outcome:
     async def boom(state: Any, args: Q) -> dict:
         raise ValueError("kaboom in the tool")
 
-    async with _one_call(tmp, {"boom": define_tool(description="b", args=Q, execute=boom)}, "boom") as (rig, thread, [tool]):
+    async with _one_call(tmp, {"boom": define_tool(description="b", args=Q, execute=boom)}, "boom") as (
+        rig,
+        thread,
+        [tool],
+    ):
         assert tool.tool_status == "error"
         assert tool.content == "Tool 'boom' failed: ValueError: kaboom in the tool"
         assert "Traceback" in tool.metadata["stack"] and "kaboom in the tool" in tool.metadata["stack"]
@@ -101,7 +112,12 @@ async def tool_never_returns_until_aborted(tmp: Path) -> Outcome:
         return {}
 
     tools = {"forever": define_tool(description="f", args=Q, execute=forever)}
-    rig = Rig(tmp, [R(tool_calls=[C("forever", {})]), LATER], make_defs=_defs(tools, ("forever",)), settings=RuntimeSettings(tool_timeout=3600))
+    rig = Rig(
+        tmp,
+        [R(tool_calls=[C("forever", {})]), LATER],
+        make_defs=_defs(tools, ("forever",)),
+        settings=RuntimeSettings(tool_timeout=3600),
+    )
     async with rig:
         thread = await rig.runtime.create_thread("ag")  # type: ignore[union-attr]
         run = asyncio.create_task(thread.send("go"))
@@ -132,7 +148,9 @@ async def tool_returns_unserialisable(tmp: Path) -> Outcome:
     async with _one_call(tmp, tools, "junk") as (rig, thread, [tool]):
         assert tool.tool_status == "error" and "Tool 'junk' returned an invalid result" in (tool.content or "")
         outcome = await _finish(rig, thread, "tool returns a non-serialisable value", "error result naming the tool")
-    async with _one_call(tmp / "set", {"weird": define_tool(description="w", args=Q, execute=not_a_result)}, "weird") as (rig2, thread2, [tool2]):
+    async with _one_call(
+        tmp / "set", {"weird": define_tool(description="w", args=Q, execute=not_a_result)}, "weird"
+    ) as (rig2, thread2, [tool2]):
         assert tool2.tool_status == "error" and "returned set" in (tool2.content or "")
         await _finish(rig2, thread2, "", "")
     return outcome
@@ -145,7 +163,9 @@ async def tool_returns_10mb(tmp: Path) -> Outcome:
         return {"status": "success", "result": big}
 
     settings = RuntimeSettings(max_tool_result_chars=MAX_RESULT)
-    async with _one_call(tmp, {"huge": define_tool(description="h", args=Q, execute=huge)}, "huge", settings=settings) as (rig, thread, [tool]):
+    async with _one_call(
+        tmp, {"huge": define_tool(description="h", args=Q, execute=huge)}, "huge", settings=settings
+    ) as (rig, thread, [tool]):
         content = tool.content or ""
         assert content.startswith(big[:MAX_RESULT]) and len(content) < MAX_RESULT + 200
         assert f"[result truncated: {len(big)} characters, showing the first {MAX_RESULT}]" in content
@@ -167,7 +187,9 @@ async def tool_queues_itself_forever(tmp: Path) -> Outcome:
         assert len(runs) == 1 + MAX_QUEUED  # the model's call, then the queue bound
         assert [m.tool_status for m in tool_msgs] == ["success"] * (1 + MAX_QUEUED) + ["error"]
         assert "queue limit reached" in (tool_msgs[-1].content or "")
-        return await _finish(rig, thread, "tool queues itself forever", f"bounded at {MAX_QUEUED} queued runs; clear error")
+        return await _finish(
+            rig, thread, "tool queues itself forever", f"bounded at {MAX_QUEUED} queued runs; clear error"
+        )
 
 
 async def invoke_cycle(tmp: Path) -> Outcome:
@@ -182,7 +204,9 @@ async def invoke_cycle(tmp: Path) -> Outcome:
         "pong": define_tool(description="p", args=Q, execute=pong, uses=("ping",)),
     }
     async with _one_call(tmp, tools, "ping") as (rig, thread, [tool]):
-        assert tool.tool_status == "error" and "invoke_tool cycle: ping -> pong -> ping" in (tool.content or ""), tool.content
+        assert tool.tool_status == "error" and "invoke_tool cycle: ping -> pong -> ping" in (tool.content or ""), (
+            tool.content
+        )
         return await _finish(rig, thread, "invoke_tool cycle", "refused with the cycle named")
 
 
@@ -199,7 +223,9 @@ async def invoke_chain_too_deep(tmp: Path) -> Outcome:
 
     tools = {name: make(i) for i, name in enumerate(names)}
     async with _one_call(tmp, tools, "t0", settings=RuntimeSettings(max_invoke_depth=5)) as (rig, thread, [tool]):
-        assert tool.tool_status == "error" and "invoke_tool depth limit (5) reached" in (tool.content or ""), tool.content
+        assert tool.tool_status == "error" and "invoke_tool depth limit (5) reached" in (tool.content or ""), (
+            tool.content
+        )
         return await _finish(rig, thread, "invoke_tool chain deeper than the limit", "refused at max_invoke_depth")
 
 
@@ -218,7 +244,14 @@ KNOWN_BUGS: dict[str, str] = {}  # scenario name -> "bugs.md N" while a bug is o
 
 @pytest.mark.parametrize(
     "scenario",
-    [pytest.param(s, id=s.__name__, marks=[pytest.mark.xfail(reason=KNOWN_BUGS[s.__name__], strict=True)] if s.__name__ in KNOWN_BUGS else []) for s in SCENARIOS],
+    [
+        pytest.param(
+            s,
+            id=s.__name__,
+            marks=[pytest.mark.xfail(reason=KNOWN_BUGS[s.__name__], strict=True)] if s.__name__ in KNOWN_BUGS else [],
+        )
+        for s in SCENARIOS
+    ],
 )
 async def test_tool_fault(scenario: Any, tmp_path: Path) -> None:
     outcome = await scenario(tmp_path)

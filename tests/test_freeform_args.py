@@ -242,8 +242,10 @@ def _array_depth(value: Any) -> int:
 def test_gemini_open_object_keeps_its_description_and_nullability() -> None:
     model = create_model("Args", settings=(dict[str, Any] | None, Field(default=None, description="APN settings")))
     assert tool_parameters(model, "gemini")["properties"]["settings"] == {
-        "type": "object", "description": "APN settings", "nullable": True,
-    }  # fmt: skip
+        "type": "object",
+        "description": "APN settings",
+        "nullable": True,
+    }
 
 
 def test_gemini_still_refuses_a_typed_record() -> None:
@@ -369,8 +371,10 @@ def test_tools_json_openai_shows_only_the_free_form_tool_non_strict_with_why(tmp
         "settings: a free-form object (dict[str, Any]) has keys strict mode cannot name"
     ]
     assert by_name["update_settings"]["parameters"]["properties"]["settings"] == {
-        "type": "object", "description": "APN settings, any keys", "additionalProperties": True,
-    }  # fmt: skip
+        "type": "object",
+        "description": "APN settings, any keys",
+        "additionalProperties": True,
+    }
     others = [e for name, e in by_name.items() if name != "update_settings"]
     assert others and all(e["strict"] is True and "strict_notes" not in e for e in others)
 

@@ -243,7 +243,7 @@ def _sync(city: str) -> ToolResult:
     return ToolResult.ok(city)
 
 
-async def _untyped(city) -> ToolResult:  # type: ignore[no-untyped-def]  # noqa: ANN001
+async def _untyped(city) -> ToolResult:  # type: ignore[no-untyped-def]
     """Untyped."""
     return ToolResult.ok(city)
 
@@ -409,5 +409,5 @@ def test_the_guide_example_runs() -> None:
     section = guide.split("### Tools from plain functions", 1)[1]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, Any] = {"__name__": "guide_example"}
-    exec(compile(block, "docs/guide.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    exec(compile(block, "docs/guide.md", "exec"), namespace)
     assert namespace["set_apn"].args is not None

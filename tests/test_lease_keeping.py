@@ -8,13 +8,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.storage import StorageError
 from orchestrator.storage.base import StaleLeaseError
 from providers.scripted import ScriptedCall, ScriptedResponse
-
-from support import Q, definitions
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -23,7 +22,9 @@ C = ScriptedCall
 def _defs(tool: Any) -> Any:
     prompts = {"pa": define_prompt(prompt="side a", tool_description="a", tools=("work",))}
     agents = {"chat": define_agent(type="ai_human", side_a=Side("pa"))}
-    return definitions(tools={"work": define_tool(description="w", args=Q, execute=tool)}, prompts=prompts, agents=agents)
+    return definitions(
+        tools={"work": define_tool(description="w", args=Q, execute=tool)}, prompts=prompts, agents=agents
+    )
 
 
 class _Clock:
@@ -78,7 +79,11 @@ async def test_failed_renewals_are_retried_and_the_execution_goes_on(make_runtim
     assert renewals[0].calls == 3  # two failures, then a renewal that held
 
 
-@pytest.mark.parametrize("failures", [[StaleLeaseError("taken over")], [StorageError("database is gone")] * 100], ids=["refused", "keeps-failing"])
+@pytest.mark.parametrize(
+    "failures",
+    [[StaleLeaseError("taken over")], [StorageError("database is gone")] * 100],
+    ids=["refused", "keeps-failing"],
+)
 async def test_lost_lease_aborts_the_execution_at_once(make_runtime: Any, failures: list[BaseException]) -> None:
     clock = _Clock()
     cancelled = asyncio.Event()

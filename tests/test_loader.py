@@ -412,8 +412,14 @@ def test_shipped_examples_load_cleanly() -> None:
     defs = load_definitions(REPO / "agents")
     assert defs.problems == []
     assert {
-        "lookup_order", "get_current_time", "lookup_customer", "get_weather",
-        "process_order", "update_context", "send_notification", "end_chat",
-    } <= set(defs.tools)  # fmt: skip
+        "lookup_order",
+        "get_current_time",
+        "lookup_customer",
+        "get_weather",
+        "process_order",
+        "update_context",
+        "send_notification",
+        "end_chat",
+    } <= set(defs.tools)
     assert {"support_agent", "customer"} <= set(defs.prompts)
     assert {"support_demo", "support_chat"} <= set(defs.agents)

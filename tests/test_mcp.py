@@ -226,7 +226,9 @@ async def test_progress_notifications_become_events(make_runtime: Any) -> None:
 
     events = [e for e in await rt.storage.events_after(thread.id, 0) if e.type == "tool_progress"]
     assert [(e.data["progress"], e.data["total"], e.data["message"]) for e in events] == [
-        (1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3"),
+        (1, 3, "step 1"),
+        (2, 3, "step 2"),
+        (3, 3, "step 3"),
     ]
     assert {e.data["name"] for e in events} == {"count"} and all(e.data["tool_call_id"] for e in events)
 
@@ -281,7 +283,7 @@ async def test_sessions_per_runtime_or_per_thread_and_closed_with_the_runtime(ma
     assert len(pids) == (1 if scope == "runtime" else 2)
     await rt.close()
     for pid in pids:
-        await _until(lambda: not _alive(pid))
+        await _until(lambda pid=pid: not _alive(pid))
 
 
 def _alive(pid: int) -> bool:
@@ -309,15 +311,27 @@ async def test_a_server_that_cannot_start_names_itself_and_its_stderr() -> None:
 def test_schemas_per_dialect_strict_only_where_the_schema_allows() -> None:
     from orchestrator.mcp.tools import _gemini_schema, _strict_compatible
 
-    free_form = {"type": "object", "title": "X", "properties": {"settings": {"type": "object", "additionalProperties": True}},
-                 "required": ["settings"]}
-    closed = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
-              "additionalProperties": False}
+    free_form = {
+        "type": "object",
+        "title": "X",
+        "properties": {"settings": {"type": "object", "additionalProperties": True}},
+        "required": ["settings"],
+    }
+    closed = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     assert not _strict_compatible(free_form) and _strict_compatible(closed)
     assert not _strict_compatible({**closed, "required": []})
     gemini = _gemini_schema(free_form)
     assert gemini == {"type": "object", "properties": {"settings": {"type": "object"}}, "required": ["settings"]}
-    with_ref = {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "$defs": {"P": {"type": "string", "enum": [1, 2]}}}
+    with_ref = {
+        "type": "object",
+        "properties": {"p": {"$ref": "#/$defs/P"}},
+        "$defs": {"P": {"type": "string", "enum": [1, 2]}},
+    }
     assert _gemini_schema(with_ref) == {"type": "object", "properties": {"p": {"type": "string", "enum": ["1", "2"]}}}
 
 
@@ -327,7 +341,9 @@ def test_config_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match=r"mcp_servers\.fs: set exactly one of `command` \(stdio\) or `url`"):
         config_from_dict({"mcp_servers": {"fs": {"command": "x", "url": "http://127.0.0.1:1/mcp"}}})
     with pytest.raises(ConfigError, match=r"mcp_servers\.fs\.headers: Authorization: looks like a literal API key"):
-        config_from_dict({"mcp_servers": {"fs": {"url": "http://x/mcp", "headers": {"Authorization": "sk-" + "a1" * 15}}}})
+        config_from_dict(
+            {"mcp_servers": {"fs": {"url": "http://x/mcp", "headers": {"Authorization": "sk-" + "a1" * 15}}}}
+        )
     with pytest.raises(ConfigError, match=r"mcp_servers\.fs\.timout: unknown field"):
         config_from_dict({"mcp_servers": {"fs": {"command": "x", "timout": 3}}})
 
@@ -339,12 +355,16 @@ def test_cli_lists_mcp_tools_and_check_reports_a_server_that_cannot_start(tmp_pa
 
     config = tmp_path / "config.yaml"
     broken = "import sys; print('no token given', file=sys.stderr); sys.exit(1)"
-    config.write_text(json.dumps({
-        "mcp_servers": {
-            "tools": {"command": sys.executable, "args": [SERVER], "include": ["add", "set_settings"]},
-            "broken": {"command": sys.executable, "args": ["-c", broken]},
-        },
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "mcp_servers": {
+                    "tools": {"command": sys.executable, "args": [SERVER], "include": ["add", "set_settings"]},
+                    "broken": {"command": sys.executable, "args": ["-c", broken]},
+                },
+            }
+        )
+    )
     agents = Path(__file__).resolve().parent.parent / "agents"
     listed = CliRunner().invoke(main, ["tools", "--json", "--path", str(agents), "--config", str(config)])
     assert listed.exit_code == 1 and "MCP server 'broken' could not start" in listed.output

@@ -38,22 +38,30 @@ HEARTBEAT_TIMEOUT = 2.0
 def _options(address: str, task_queue: str) -> Any:
     from orchestrator.temporal import TemporalOptions
 
-    return TemporalOptions(address=address, task_queue=task_queue, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_initial=0.2, retry_max=1.0)
+    return TemporalOptions(
+        address=address, task_queue=task_queue, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_initial=0.2, retry_max=1.0
+    )
 
 
 # -- the child processes -----------------------------------------------------------
 
 
 async def _runtime(schema: str, prefix: str) -> tuple[Any, Any]:
+    from test_worker_support import PG_DSN, REDIS_URL, SCRIPTED_CONFIG, duo_definitions
+
     from orchestrator.broker import RedisBroker
     from orchestrator.runtime import Runtime
     from orchestrator.settings import RuntimeSettings
     from orchestrator.storage.postgres import PostgresStorage
     from providers.config import config_from_dict
-    from test_worker_support import PG_DSN, REDIS_URL, SCRIPTED_CONFIG, duo_definitions
 
     storage = PostgresStorage(PG_DSN, schema=schema)
-    runtime = Runtime(duo_definitions(), config=config_from_dict(SCRIPTED_CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=LEASE_TTL))
+    runtime = Runtime(
+        duo_definitions(),
+        config=config_from_dict(SCRIPTED_CONFIG),
+        storage=storage,
+        settings=RuntimeSettings(lease_ttl=LEASE_TTL),
+    )
     await runtime.open()
     broker = await RedisBroker(REDIS_URL, prefix=prefix, block_ms=2000).open()
     runtime.services.bus.use_broker(broker)
@@ -71,7 +79,14 @@ async def _serve(schema: str, prefix: str, address: str, task_queue: str) -> Non
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(runtime, temporal=_options(address, task_queue), broker=broker), log_level="warning", lifespan="on", ws_max_size=2**20))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(runtime, temporal=_options(address, task_queue), broker=broker),
+            log_level="warning",
+            lifespan="on",
+            ws_max_size=2**20,
+        )
+    )
     print(json.dumps({"url": f"http://127.0.0.1:{port}", "ws": f"ws://127.0.0.1:{port}"}), flush=True)
     await server.serve(sockets=[sock])  # uvicorn handles SIGTERM
     await runtime.close()
@@ -81,16 +96,20 @@ async def _serve(schema: str, prefix: str, address: str, task_queue: str) -> Non
 async def _work(schema: str, prefix: str, address: str, task_queue: str, tag: str) -> None:
     import asyncpg
     import respx
-
     import test_worker_support as support
+
     from orchestrator.worker import Worker
 
     router = respx.mock(assert_all_called=False)
     router.start()
     support.UniqueIdsModel(support.answer, tag=tag).mount(router)
-    support.set_recorder(await asyncpg.create_pool(support.PG_DSN, min_size=1, max_size=4, server_settings={"search_path": schema}))
+    support.set_recorder(
+        await asyncpg.create_pool(support.PG_DSN, min_size=1, max_size=4, server_settings={"search_path": schema})
+    )
     runtime, broker = await _runtime(schema, prefix)
-    worker = Worker(runtime, _options(address, task_queue), broker=broker, concurrency=8, drain_timeout=5, sticky_timeout=1)
+    worker = Worker(
+        runtime, _options(address, task_queue), broker=broker, concurrency=8, drain_timeout=5, sticky_timeout=1
+    )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await worker.start()
@@ -118,16 +137,21 @@ def _child_main(argv: list[str]) -> None:
 
 if __name__ != "__main__":
     import pytest
-
     from test_worker_support import DUO_SHAPE, PG_DSN, pg_schema, redis_prefix, shape  # noqa: F401
 
-    def _spawn(logs: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    def _spawn(
+        logs: Path, *args: str, env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
         """Start a child; its output goes to a file in `logs` (a pipe nobody reads would fill and block it)."""
-        log = tempfile.NamedTemporaryFile("w+", dir=logs, prefix=f"{args[0]}-", suffix=".log", delete=False)  # noqa: SIM115
+        log = tempfile.NamedTemporaryFile("w+", dir=logs, prefix=f"{args[0]}-", suffix=".log", delete=False)
         proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), *args],
-            stdout=log, stderr=subprocess.STDOUT, text=True, cwd=HERE.parent, env={**os.environ, **(env or {})},
-        )  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=HERE.parent,
+            env={**os.environ, **(env or {})},
+        )
         proc.log_path = log.name  # type: ignore[attr-defined]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -156,13 +180,17 @@ if __name__ != "__main__":
         import websockets
 
         seen: list[dict[str, Any]] = []
-        async with websockets.connect(f"{ws_url}/threads/{thread_id}/events?after=0", max_size=2**22, ping_interval=None, open_timeout=60) as ws:
+        async with websockets.connect(
+            f"{ws_url}/threads/{thread_id}/events?after=0", max_size=2**22, ping_interval=None, open_timeout=60
+        ) as ws:
             async for frame in ws:
                 event = json.loads(frame)
                 seen.append(event)
                 if event["type"] == "execution_stopped":
                     return seen
-            raise AssertionError(f"{thread_id}: socket closed after {len(seen)} events: {ws.close_code} {ws.close_reason}")
+            raise AssertionError(
+                f"{thread_id}: socket closed after {len(seen)} events: {ws.close_code} {ws.close_reason}"
+            )
         return seen
 
     async def _kill_when_busy(db: Any, victim: subprocess.Popen[str]) -> None:
@@ -189,21 +217,25 @@ if __name__ != "__main__":
     async def shared(pg_schema: str) -> Any:
         """(storage, db connection with a tool_runs table, Temporal address, task queue)."""
         import asyncpg
+        from temporal_support import dev_server
 
         from orchestrator.storage.postgres import PostgresStorage
-        from temporal_support import dev_server
 
         storage = PostgresStorage(PG_DSN, schema=pg_schema)
         await storage.open()  # migrates
         db = await asyncpg.connect(PG_DSN, server_settings={"search_path": pg_schema})
-        await db.execute("CREATE TABLE tool_runs (thread_id TEXT, call_id TEXT, started_at DOUBLE PRECISION, pid INTEGER)")
+        await db.execute(
+            "CREATE TABLE tool_runs (thread_id TEXT, call_id TEXT, started_at DOUBLE PRECISION, pid INTEGER)"
+        )
         try:
             yield storage, db, dev_server().address, f"mp-{uuid.uuid4().hex[:12]}"
         finally:
             await db.close()
             await storage.close()
 
-    async def test_temporal_three_workers_one_killed_every_thread_completes_once(shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path) -> None:
+    async def test_temporal_three_workers_one_killed_every_thread_completes_once(
+        shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path
+    ) -> None:
         import httpx
 
         storage, db, address, task_queue = shared
@@ -242,7 +274,9 @@ if __name__ != "__main__":
         finally:
             _stop_all(children)
 
-    async def test_temporal_a_stalled_worker_is_fenced_out_and_nothing_is_duplicated(shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path) -> None:
+    async def test_temporal_a_stalled_worker_is_fenced_out_and_nothing_is_duplicated(
+        shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path
+    ) -> None:
         storage, db, address, task_queue = shared
         from orchestrator.messages import ThreadRecord
         from orchestrator.temporal import ThreadRequests, connect
@@ -303,12 +337,20 @@ if __name__ != "__main__":
             ends = [e.seq for e in stored if e.type == "execution_stopped"]
             assert ends == [stored[-1].seq], (t, ends, [(e.seq, e.type) for e in stored])  # one end, and the last word
             starts = [e.data for e in stored if e.type == "execution_started"]
-            assert len({s["flow_id"] for s in starts}) == 1, (t, starts)  # one execution, perhaps resumed: completed once
+            assert len({s["flow_id"] for s in starts}) == 1, (
+                t,
+                starts,
+            )  # one execution, perhaps resumed: completed once
             resumed += any(s["resumed"] for s in starts)
             announced = [e["data"]["id"] for e in events if e["type"] in ("message_created", "tool_result")]
             assert sorted(announced) == sorted(m.id for m in messages), t
-        per_worker = {r["pid"]: (r["n"], r["last"]) for r in await db.fetch("SELECT pid, COUNT(*) AS n, MAX(started_at) AS last FROM tool_runs GROUP BY pid")}
-        assert resumed > 0, f"the killed worker held no execution: the test proved nothing (tool runs per worker: {per_worker})"
+        per_worker = {
+            r["pid"]: (r["n"], r["last"])
+            for r in await db.fetch("SELECT pid, COUNT(*) AS n, MAX(started_at) AS last FROM tool_runs GROUP BY pid")
+        }
+        assert resumed > 0, (
+            f"the killed worker held no execution: the test proved nothing (tool runs per worker: {per_worker})"
+        )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ from LiteLLM's own wrapper: `[DONE]` as an end marker, in-band errors by status)
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -24,15 +24,45 @@ from providers.stream import ProviderError, StreamEnd, StreamRestart, TextDelta
 URL = "http://wire.invalid/v1/chat/completions"
 KEY = "sk-test-wire-0123456789abcdef"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
-TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look up",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+]
 
 
-def client(stream: str, *, model: str = "gpt-4o-mini", params: dict[str, Any] | None = None, attempts: int = 1) -> ModelClient:
-    return ModelClient(config_from_dict({
-        "providers": {"p": {"type": "openai", "api_key": "${WIRE_KEY}", "base_url": "http://wire.invalid/v1",
-                            "headers": {"X-Team": "bench"}, "stream": stream}},
-        "models": {"m": {"provider": "p", "model": model, "params": params or {}, "retry": {"attempts": attempts, "backoff": 0}}},
-    }), sleep=_no_sleep)
+def client(
+    stream: str, *, model: str = "gpt-4o-mini", params: dict[str, Any] | None = None, attempts: int = 1
+) -> ModelClient:
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {
+                    "p": {
+                        "type": "openai",
+                        "api_key": "${WIRE_KEY}",
+                        "base_url": "http://wire.invalid/v1",
+                        "headers": {"X-Team": "bench"},
+                        "stream": stream,
+                    }
+                },
+                "models": {
+                    "m": {
+                        "provider": "p",
+                        "model": model,
+                        "params": params or {},
+                        "retry": {"attempts": attempts, "backoff": 0},
+                    }
+                },
+            }
+        ),
+        sleep=_no_sleep,
+    )
 
 
 async def _no_sleep(_: float) -> None:
@@ -60,7 +90,11 @@ async def run(c: ModelClient, **kwargs: Any) -> list[Any]:
     [
         ("gpt-4o-mini", {"temperature": 0.2, "max_tokens": 50}, {"parallel_tool_calls": True, "tool_choice": "auto"}),
         ("gpt-5-mini", {"max_tokens": 50, "reasoning_effort": "low"}, {}),  # max_tokens -> max_completion_tokens
-        ("gpt-4o-mini", {"service_tier": "flex", "my_gateway_flag": True}, {"web_search_options": {"search_context_size": "low"}}),
+        (
+            "gpt-4o-mini",
+            {"service_tier": "flex", "my_gateway_flag": True},
+            {"web_search_options": {"search_context_size": "low"}},
+        ),
     ],
 )
 async def test_both_paths_send_the_same_request(model, params, extra):
@@ -73,7 +107,11 @@ async def test_both_paths_send_the_same_request(model, params, extra):
         bodies[mode] = json.loads(request.content)
         headers[mode] = {k: request.headers.get(k) for k in ("authorization", "x-team", "content-type")}
     assert bodies["auto"] == bodies["litellm"]
-    assert headers["auto"] == headers["litellm"] == {"authorization": f"Bearer {KEY}", "x-team": "bench", "content-type": "application/json"}
+    assert (
+        headers["auto"]
+        == headers["litellm"]
+        == {"authorization": f"Bearer {KEY}", "x-team": "bench", "content-type": "application/json"}
+    )
 
 
 async def test_organization_and_project_headers_match_the_sdk(monkeypatch):
@@ -101,7 +139,9 @@ async def test_unsupported_param_fails_before_any_request_on_both_paths():
 async def test_error_event_inside_a_200_stream_is_retried():
     broken = [sse_event({"error": {"message": "upstream overloaded", "code": 503}})]
     with respx.mock() as router:
-        router.post(URL).mock(side_effect=[sse(broken), sse(openai_events("fine", [], model="gpt-4o-mini", usage=(3, 1)))])
+        router.post(URL).mock(
+            side_effect=[sse(broken), sse(openai_events("fine", [], model="gpt-4o-mini", usage=(3, 1)))]
+        )
         items = await run(client("auto", attempts=2))
     assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "fine"
 
@@ -128,7 +168,9 @@ class _DropAfter(httpx.AsyncByteStream):
 
 
 async def test_connection_lost_after_finish_reason_keeps_the_answer():
-    events = openai_events("all here", [], model="gpt-4o-mini", usage=(2, 2))[:-2]  # finish chunk sent, usage and [DONE] lost
+    events = openai_events("all here", [], model="gpt-4o-mini", usage=(2, 2))[
+        :-2
+    ]  # finish chunk sent, usage and [DONE] lost
     with respx.mock() as router:
         route = router.post(URL).mock(return_value=httpx.Response(200, headers=SSE_HEADERS, stream=_DropAfter(events)))
         items = await run(client("auto", attempts=2))
@@ -140,16 +182,29 @@ async def test_connection_lost_after_finish_reason_keeps_the_answer():
 async def test_connection_lost_before_finish_reason_restarts():
     events = openai_events("cut sho", [], model="gpt-4o-mini", usage=(2, 2))[:-3]
     with respx.mock() as router:
-        router.post(URL).mock(side_effect=[httpx.Response(200, headers=SSE_HEADERS, stream=_DropAfter(events)),
-                                           sse(openai_events("whole", [], model="gpt-4o-mini", usage=(2, 2)))])
+        router.post(URL).mock(
+            side_effect=[
+                httpx.Response(200, headers=SSE_HEADERS, stream=_DropAfter(events)),
+                sse(openai_events("whole", [], model="gpt-4o-mini", usage=(2, 2))),
+            ]
+        )
         items = await run(client("auto", attempts=2))
     restart = next(i for i, item in enumerate(items) if isinstance(item, StreamRestart))
     assert "".join(i.text for i in items[restart:] if isinstance(i, TextDelta)) == "whole"
 
 
 async def test_finish_reason_abort_is_a_server_error():
-    aborted = [sse_event({"id": "x", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
-                          "choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}), b"data: [DONE]\n\n"]
+    aborted = [
+        sse_event(
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}],
+            }
+        ),
+        b"data: [DONE]\n\n",
+    ]
     with respx.mock() as router:
         router.post(URL).mock(return_value=sse(aborted))
         with pytest.raises(ProviderError, match="aborted") as info:
@@ -164,7 +219,11 @@ async def test_both_paths_yield_the_same_items():
     items = {}
     for mode in ("auto", "litellm"):
         with respx.mock() as router:
-            router.post(URL).mock(return_value=sse(openai_events("Two lookups.", calls, model="gpt-4o-mini-2024-07-18", usage=(30, 9), chunk_size=4)))
+            router.post(URL).mock(
+                return_value=sse(
+                    openai_events("Two lookups.", calls, model="gpt-4o-mini-2024-07-18", usage=(30, 9), chunk_size=4)
+                )
+            )
             items[mode] = await run(client(mode), tools=TOOLS)
     *deltas, end = items["auto"]
     assert deltas == items["litellm"][:-1] and len(deltas) > 5

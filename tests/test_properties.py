@@ -20,12 +20,20 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
-
-from orchestrator.schema import check_args_model, drop_null_defaults, is_strict_compatible, native_tool_spec, tool_parameters
-from providers.config import ConfigError, load_config
 from test_schema import _gemini_as_json_schema, assert_anthropic_tool, assert_gemini, assert_openai_strict
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+from orchestrator.schema import (
+    check_args_model,
+    drop_null_defaults,
+    is_strict_compatible,
+    native_tool_spec,
+    tool_parameters,
+)
+from providers.config import ConfigError, load_config
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 _names = itertools.count()
 
 
@@ -154,7 +162,11 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     for i, alias in enumerate(aliases):
         model: dict[str, Any] = {"provider": draw(st.sampled_from(sorted(providers))), "model": f"m-{alias}"}
         if draw(st.booleans()):
-            model["retry"] = {"attempts": draw(st.integers(1, 20)), "backoff": draw(st.floats(0, 5)), "max_wait": draw(st.floats(0, 60))}
+            model["retry"] = {
+                "attempts": draw(st.integers(1, 20)),
+                "backoff": draw(st.floats(0, 5)),
+                "max_wait": draw(st.floats(0, 60)),
+            }
         if draw(st.booleans()):
             model["timeout"] = draw(st.floats(0.1, 600))
         if i + 1 < len(aliases) and draw(st.booleans()):
@@ -223,12 +235,23 @@ def _mutate(config: dict[str, Any], kind: str, pick: int) -> tuple[dict[str, Any
     return "\n".join(lines) + "\n", "[unclosed"
 
 
-_KINDS = ["unknown_model_field", "unknown_provider_field", "unknown_provider", "bad_attempts", "literal_key", "unknown_fallback", "bad_timeout", "broken_yaml"]
+_KINDS = [
+    "unknown_model_field",
+    "unknown_provider_field",
+    "unknown_provider",
+    "bad_attempts",
+    "literal_key",
+    "unknown_fallback",
+    "bad_timeout",
+    "broken_yaml",
+]
 
 
 @SETTINGS
 @given(config=configs(), kind=st.sampled_from(_KINDS), pick=st.integers(0, 100))
-def test_mutated_configs_raise_config_error_naming_the_line(config: dict[str, Any], kind: str, pick: int, tmp_path: Path) -> None:
+def test_mutated_configs_raise_config_error_naming_the_line(
+    config: dict[str, Any], kind: str, pick: int, tmp_path: Path
+) -> None:
     broken, needle = _mutate(config, kind, pick)
     path, text = _write(tmp_path, broken)
     with pytest.raises(ConfigError) as error:

@@ -27,8 +27,14 @@ def _pytest(project: Path, *args: str, key: str | None = None) -> subprocess.Com
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "WEATHER_"))}
     if key is not None:
         env["WEATHER_API_KEY"] = key
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -44,7 +50,10 @@ def test_record_replay_explain_and_block_as_a_user_would(project: Path) -> None:
     cassette_file = project / "tests" / "cassettes" / "test_weather" / "test_weather.json"
     missing = _pytest(project, "tests/test_weather.py::test_weather")
     assert missing.returncode == 1
-    assert "no cassette at" in missing.stdout and 'pytest "tests/test_weather.py::test_weather" --record-mode=once' in missing.stdout
+    assert (
+        "no cassette at" in missing.stdout
+        and 'pytest "tests/test_weather.py::test_weather" --record-mode=once' in missing.stdout
+    )
 
     recorded = _pytest(project, "tests/test_weather.py::test_weather", "--record-mode=once", key=KEY)
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
@@ -63,7 +72,10 @@ def test_record_replay_explain_and_block_as_a_user_would(project: Path) -> None:
     assert "PASSED tests/test_weather.py::test_weather_under_anyio" in out, out
     assert "FAILED tests/test_weather.py::test_a_request_that_leaves_the_machine" in out, out
     assert "a request to api.weather.example left the machine" in out
-    assert 'Record it with: pytest "tests/test_weather.py::test_a_request_that_leaves_the_machine" --record-mode=once' in out
+    assert (
+        'Record it with: pytest "tests/test_weather.py::test_a_request_that_leaves_the_machine" --record-mode=once'
+        in out
+    )
 
     tool = project / "agents" / "tools" / "get_weather.py"
     tool.write_text(tool.read_text().replace("Current weather for a city", "The weather in a city, now"))

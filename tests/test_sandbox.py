@@ -182,8 +182,13 @@ async def test_ts_filename_means_typescript():
 
 async def test_typescript_language_and_ts_modules():
     modules = {"./util.ts": "export const greet = (n: string): string => `hi ${n}`"}
-    result = await _ok(run_code("import { greet } from './util.ts'; export default () => greet('ts')",
-                                language="typescript", modules=modules))  # fmt: skip
+    result = await _ok(
+        run_code(
+            "import { greet } from './util.ts'; export default () => greet('ts')",
+            language="typescript",
+            modules=modules,
+        )
+    )
     assert result.value == "hi ts"
 
 
@@ -317,8 +322,9 @@ async def _calculate(**args):
 
 async def test_calculate_returns_the_value_as_json():
     js = await _calculate(code="export default [1, 2, 3].map((x) => x * x)")
-    py = await _calculate(code="import statistics\nstatistics.median(rows)", language="python",
-                          data_json='{"rows": [3, 1, 2]}')  # fmt: skip
+    py = await _calculate(
+        code="import statistics\nstatistics.median(rows)", language="python", data_json='{"rows": [3, 1, 2]}'
+    )
     assert (js.status, js.result) == ("success", "[1, 4, 9]")
     assert (py.status, py.result) == ("success", "2")
 

@@ -17,8 +17,15 @@ def test_init_writes_a_project_with_a_recorded_example(tmp_path: Path) -> None:
     target = tmp_path / "weather"
     result = CliRunner().invoke(main, ["init", str(target)])
     assert result.exit_code == 0, result.output
-    for name in ("agents/tools/lookup_weather.py", "agents/agents/weather_sim.py", "configs/default.yaml",
-                 "tests/test_agents.py", ".gitignore", "README.md", "pyproject.toml"):
+    for name in (
+        "agents/tools/lookup_weather.py",
+        "agents/agents/weather_sim.py",
+        "configs/default.yaml",
+        "tests/test_agents.py",
+        ".gitignore",
+        "README.md",
+        "pyproject.toml",
+    ):
         assert (target / name).is_file(), name
     assert 'name = "weather"' in (target / "pyproject.toml").read_text()
     cassette = json.loads((target / EXAMPLE_CASSETTE).read_text())

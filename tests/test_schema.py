@@ -106,11 +106,27 @@ def _chain(levels: int) -> type[BaseModel]:
 # --------------------------------------------------------------------------
 
 _OPENAI_KEYWORDS = {
-    "type", "description", "properties", "required", "additionalProperties", "items",
-    "enum", "const", "anyOf", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
-    "$defs", "$ref",
-}  # fmt: skip
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+    "$defs",
+    "$ref",
+}
 _OPENAI_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 _JSON_TYPES = {"string", "number", "integer", "boolean", "object", "array", "null"}
 
@@ -156,10 +172,29 @@ def assert_anthropic_tool(tool: dict) -> None:
 
 
 _GEMINI_KEYWORDS = {
-    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
-    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
-    "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum",
-}  # fmt: skip
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "example",
+    "anyOf",
+    "propertyOrdering",
+    "default",
+    "items",
+    "minimum",
+    "maximum",
+}
 
 
 def assert_gemini(schema: dict) -> None:
@@ -168,8 +203,13 @@ def assert_gemini(schema: dict) -> None:
         assert not unknown, f"keywords outside Gemini's Schema: {unknown}"
         if "type" in node:
             assert isinstance(node["type"], str) and node["type"].upper() in {
-                "STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT",
-            }  # fmt: skip
+                "STRING",
+                "NUMBER",
+                "INTEGER",
+                "BOOLEAN",
+                "ARRAY",
+                "OBJECT",
+            }
         if "enum" in node:
             assert node["type"] == "string" and all(isinstance(v, str) for v in node["enum"])
         if "format" in node and node.get("type") == "string":

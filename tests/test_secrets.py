@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import structlog
 from pydantic import BaseModel
+from support import definitions
+from test_faults_provider import OPENAI_KEY, C, F, R, Rig
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.executor import ExecutionFailed, ExecutionResult
 from orchestrator.logs import configure_logging
 from providers.cassette import record
-from support import definitions
-from test_faults_provider import OPENAI_KEY, C, F, R, Rig
 
 THREAD_SECRET = "thread-secret-5b1f0c9e-value"
 USER_SECRET = "user-secret-hunter2-8d77a1"
@@ -47,7 +47,10 @@ def _make_defs(rig: Rig) -> Any:
         value = await state.env("THREAD_TOKEN")
         raise RuntimeError(f"could not log in with {value}")
 
-    tools = {"leak": define_tool(description="l", args=Q, execute=leak), "boom": define_tool(description="b", args=Q, execute=boom)}
+    tools = {
+        "leak": define_tool(description="l", args=Q, execute=leak),
+        "boom": define_tool(description="b", args=Q, execute=boom),
+    }
     prompt = define_prompt(prompt="You use tools.", tool_description="t", tools=("leak", "boom"))
     agent = define_agent(type="ai_human", side_a=Side("pa", max_steps=4))
     return definitions(tools=tools, prompts={"pa": prompt}, agents={"ag": agent})
@@ -67,7 +70,9 @@ def _leaks(where: str, text: str) -> list[str]:
     return [f"{where}: contains {secret[:10]}..." for secret in SECRETS if secret in text]
 
 
-async def test_no_secret_reaches_logs_events_messages_cassette_or_errors(tmp_path: Path, log_output: io.StringIO) -> None:
+async def test_no_secret_reaches_logs_events_messages_cassette_or_errors(
+    tmp_path: Path, log_output: io.StringIO
+) -> None:
     script = [
         F(500, message=f"upstream failed while using key {OPENAI_KEY}"),
         F(401, message=f"Incorrect API key provided: {OPENAI_KEY}"),
@@ -133,8 +138,11 @@ async def test_stdlib_logging_from_a_tool_is_redacted(tmp_path: Path, caplog: py
             return {"status": "success", "result": "ok"}
 
         prompt = define_prompt(prompt="p", tool_description="t", tools=("chatty",))
-        return definitions(tools={"chatty": define_tool(description="c", args=Q, execute=chatty)}, prompts={"pa": prompt},
-                           agents={"ag": define_agent(type="ai_human", side_a=Side("pa"))})
+        return definitions(
+            tools={"chatty": define_tool(description="c", args=Q, execute=chatty)},
+            prompts={"pa": prompt},
+            agents={"ag": define_agent(type="ai_human", side_a=Side("pa"))},
+        )
 
     rig = Rig(tmp_path, [R(tool_calls=[C("chatty", {})]), R(text="done")], make_defs=make)
     buffer = io.StringIO()

@@ -44,7 +44,9 @@ async def _end(state: Any, args: EndArgs) -> ToolResult:
 def server_defs() -> Any:
     return definitions(
         tools={
-            "lookup_order": define_tool(description="Look up an order", args=LookupArgs, execute=_lookup, progress_argument="order_id"),
+            "lookup_order": define_tool(
+                description="Look up an order", args=LookupArgs, execute=_lookup, progress_argument="order_id"
+            ),
             "end_chat": define_tool(description="End the chat", args=EndArgs, execute=_end),
         },
         prompts={
@@ -52,7 +54,12 @@ def server_defs() -> Any:
             "customer_p": define_prompt(prompt="You are a customer.", tool_description="customer", tools=("end_chat",)),
         },
         agents={
-            "demo": define_agent(type="dual_ai", side_a=Side("agent_p", max_steps=4), side_b=Side("customer_p", end_conversation_tool="end_chat"), max_session_turns=6),
+            "demo": define_agent(
+                type="dual_ai",
+                side_a=Side("agent_p", max_steps=4),
+                side_b=Side("customer_p", end_conversation_tool="end_chat"),
+                max_session_turns=6,
+            ),
             "chat": define_agent(type="ai_human", side_a=Side("agent_p")),
         },
     )
@@ -135,7 +142,10 @@ async def test_another_users_token_gets_404_everywhere(api: Any) -> None:
         _error(res, 404, "thread_not_found", "path.thread_id")
     missing = await client.get("/threads/thr_nope", headers=ALICE)
     assert missing.json() == {"error": {**missing.json()["error"], "code": "thread_not_found"}}
-    assert missing.json()["error"]["message"] == (await client.get("/threads/thr_nope", headers=BOB)).json()["error"]["message"]
+    assert (
+        missing.json()["error"]["message"]
+        == (await client.get("/threads/thr_nope", headers=BOB)).json()["error"]["message"]
+    )
 
 
 async def test_missing_or_wrong_token_is_401(api: Any) -> None:
@@ -171,13 +181,32 @@ async def test_create_thread_bad_inputs(api: Any) -> None:
     _error(await client.post("/threads", json={"agent": "nope"}, headers=ALICE), 422, "unknown_agent", "body.agent")
     _error(await client.post("/threads", json={}, headers=ALICE), 422, "invalid_request", "body.agent")
     _error(await client.post("/threads", json={"agent": 5}, headers=ALICE), 422, "invalid_request", "body.agent")
-    _error(await client.post("/threads", json={"agent": "demo", "arguments": [1]}, headers=ALICE), 422, "invalid_request", "body.arguments")
-    _error(await client.post("/threads", json={"agent": "demo", "extra": 1}, headers=ALICE), 422, "invalid_request", "body.extra")
-    _error(await client.post("/threads", json={"agent": "demo", "user_id": "bob"}, headers=ALICE), 403, "forbidden_user", "body.user_id")
+    _error(
+        await client.post("/threads", json={"agent": "demo", "arguments": [1]}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.arguments",
+    )
+    _error(
+        await client.post("/threads", json={"agent": "demo", "extra": 1}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.extra",
+    )
+    _error(
+        await client.post("/threads", json={"agent": "demo", "user_id": "bob"}, headers=ALICE),
+        403,
+        "forbidden_user",
+        "body.user_id",
+    )
     _error(await client.post("/threads", json=[1, 2], headers=ALICE), 422, "invalid_request")
-    bad_json = await client.post("/threads", content=b'{"agent": ', headers={**ALICE, "Content-Type": "application/json"})
+    bad_json = await client.post(
+        "/threads", content=b'{"agent": ', headers={**ALICE, "Content-Type": "application/json"}
+    )
     _error(bad_json, 400, "invalid_json", "body")
-    deep = await client.post("/threads", content=b"[" * 50_000 + b"]" * 50_000, headers={**ALICE, "Content-Type": "application/json"})
+    deep = await client.post(
+        "/threads", content=b"[" * 50_000 + b"]" * 50_000, headers={**ALICE, "Content-Type": "application/json"}
+    )
     assert 400 <= deep.status_code < 500, deep.text
 
 
@@ -191,7 +220,9 @@ async def test_body_size_limit(api: Any) -> None:
         for _ in range(10):
             yield b" " * 500
 
-    streamed = await client.put(f"/threads/{tid}/values/big", content=chunks(), headers={**ALICE, "Content-Type": "application/json"})
+    streamed = await client.put(
+        f"/threads/{tid}/values/big", content=chunks(), headers={**ALICE, "Content-Type": "application/json"}
+    )
     _error(streamed, 413, "body_too_large")
     ok = await client.put(f"/threads/{tid}/values/small", json={"value": "x" * 100}, headers=ALICE)
     assert ok.status_code == 200
@@ -211,7 +242,15 @@ async def test_run_waits_for_result_and_lists_messages(api: Any) -> None:
 
     page = (await client.get(f"/threads/{tid}/messages", headers=ALICE)).json()
     assert page["total"] == 7 and page["has_more"] is False
-    assert [m["role"] for m in page["messages"]] == ["assistant", "assistant", "assistant", "tool", "assistant", "assistant", "tool"]
+    assert [m["role"] for m in page["messages"]] == [
+        "assistant",
+        "assistant",
+        "assistant",
+        "tool",
+        "assistant",
+        "assistant",
+        "tool",
+    ]
     first2 = (await client.get(f"/threads/{tid}/messages", params={"limit": 2, "offset": 1}, headers=ALICE)).json()
     assert [m["seq"] for m in first2["messages"]] == [2, 3] and first2["has_more"] is True and first2["total"] == 7
     last = (await client.get(f"/threads/{tid}/messages", params={"limit": 1, "order": "desc"}, headers=ALICE)).json()
@@ -223,10 +262,17 @@ async def test_run_waits_for_result_and_lists_messages(api: Any) -> None:
 async def test_messages_query_validation(api: Any) -> None:
     client, _, _ = await api()
     tid = await _thread(client)
-    for params, field in [({"limit": 0}, "query.limit"), ({"limit": "x"}, "query.limit"), ({"offset": -1}, "query.offset"),
-                          ({"order": "up"}, "query.order"), ({"include_silent": "maybe"}, "query.include_silent"),
-                          ({"max_depth": -1}, "query.max_depth")]:  # fmt: skip
-        _error(await client.get(f"/threads/{tid}/messages", params=params, headers=ALICE), 422, "invalid_request", field)
+    for params, field in [
+        ({"limit": 0}, "query.limit"),
+        ({"limit": "x"}, "query.limit"),
+        ({"offset": -1}, "query.offset"),
+        ({"order": "up"}, "query.order"),
+        ({"include_silent": "maybe"}, "query.include_silent"),
+        ({"max_depth": -1}, "query.max_depth"),
+    ]:
+        _error(
+            await client.get(f"/threads/{tid}/messages", params=params, headers=ALICE), 422, "invalid_request", field
+        )
 
 
 async def test_include_silent_and_max_depth(api: Any) -> None:
@@ -237,7 +283,9 @@ async def test_include_silent_and_max_depth(api: Any) -> None:
     await thread.state.inject_message("user", "shown note")
     plain = (await client.get(f"/threads/{tid}/messages", headers=ALICE)).json()
     assert [m["content"] for m in plain["messages"]] == ["shown note"]
-    silent = (await client.get(f"/threads/{tid}/messages", params={"include_silent": "true", "max_depth": 0}, headers=ALICE)).json()
+    silent = (
+        await client.get(f"/threads/{tid}/messages", params={"include_silent": "true", "max_depth": 0}, headers=ALICE)
+    ).json()
     assert [m["content"] for m in silent["messages"]] == ["hidden note", "shown note"] and silent["total"] == 2
 
 
@@ -279,7 +327,10 @@ async def test_send_message_to_ai_human_thread(api: Any) -> None:
     assert result.output == "Hi! Order 7 is on its way." and result.side_b_step_count == 0
     assert model.requests[0]["messages"][-1] == {"role": "user", "content": "Where is order 7?"}
     page = (await client.get(f"/threads/{tid}/messages", headers=ALICE)).json()
-    assert [(m["side"], m["content"]) for m in page["messages"]] == [("b", "Where is order 7?"), ("a", "Hi! Order 7 is on its way.")]
+    assert [(m["side"], m["content"]) for m in page["messages"]] == [
+        ("b", "Where is order 7?"),
+        ("a", "Hi! Order 7 is on its way."),
+    ]
 
 
 async def test_wrong_agent_type_and_bad_message(api: Any) -> None:
@@ -287,10 +338,25 @@ async def test_wrong_agent_type_and_bad_message(api: Any) -> None:
     dual, chat = await _thread(client, "demo"), await _thread(client, "chat")
     _error(await client.post(f"/threads/{dual}/messages", json={"text": "hi"}, headers=ALICE), 409, "wrong_agent_type")
     _error(await client.post(f"/threads/{chat}/run", headers=ALICE), 409, "wrong_agent_type")
-    _error(await client.post(f"/threads/{chat}/messages", json={"text": "   "}, headers=ALICE), 422, "invalid_request", "body.text")
-    _error(await client.post(f"/threads/{chat}/messages", json={"text": 3}, headers=ALICE), 422, "invalid_request", "body.text")
+    _error(
+        await client.post(f"/threads/{chat}/messages", json={"text": "   "}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.text",
+    )
+    _error(
+        await client.post(f"/threads/{chat}/messages", json={"text": 3}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.text",
+    )
     _error(await client.post(f"/threads/{chat}/messages", json={}, headers=ALICE), 422, "invalid_request", "body.text")
-    _error(await client.post(f"/threads/{chat}/messages", params={"wait": "sure"}, json={"text": "x"}, headers=ALICE), 422, "invalid_request", "query.wait")
+    _error(
+        await client.post(f"/threads/{chat}/messages", params={"wait": "sure"}, json={"text": "x"}, headers=ALICE),
+        422,
+        "invalid_request",
+        "query.wait",
+    )
 
 
 async def test_force_turn_before_run_gives_side_b_the_first_turn(api: Any) -> None:
@@ -301,7 +367,12 @@ async def test_force_turn_before_run_gives_side_b_the_first_turn(api: Any) -> No
     result = (await client.post(f"/threads/{tid}/run?wait=true", headers=ALICE)).json()
     assert result["stopped_by"] == "b" and result["side_a_step_count"] == 0
     assert model.requests[0]["messages"][0]["content"] == "You are a customer."
-    _error(await client.post(f"/threads/{tid}/force-turn", json={"side": "c"}, headers=ALICE), 422, "invalid_request", "body.side")
+    _error(
+        await client.post(f"/threads/{tid}/force-turn", json={"side": "c"}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.side",
+    )
 
 
 # -- values and env ------------------------------------------------------------
@@ -317,8 +388,12 @@ async def test_values_roundtrip(api: Any) -> None:
     assert (await client.get(f"/threads/{tid}/values/cart", headers=ALICE)).json()["value"] == value
     thread = await app.state.server.runtime.get_thread(tid)
     assert await thread.state.get_value("cart") == value  # the same store tools read
-    _error(await client.put(f"/threads/{tid}/values/cart", json={}, headers=ALICE), 422, "invalid_request", "body.value")
-    nan = await client.put(f"/threads/{tid}/values/cart", content=b'{"value": NaN}', headers={**ALICE, "Content-Type": "application/json"})
+    _error(
+        await client.put(f"/threads/{tid}/values/cart", json={}, headers=ALICE), 422, "invalid_request", "body.value"
+    )
+    nan = await client.put(
+        f"/threads/{tid}/values/cart", content=b'{"value": NaN}', headers={**ALICE, "Content-Type": "application/json"}
+    )
     _error(nan, 422, "invalid_value", "body.value")
 
 
@@ -331,15 +406,33 @@ async def test_env_text_and_secret_never_returned(api: Any) -> None:
     sec = await client.put(f"/threads/{tid}/env/API_TOKEN", json={"value": secret}, headers=ALICE)
     assert sec.status_code == 200 and sec.json() == {"name": "API_TOKEN", "type": "secret", "value": None}
     listed = await client.get(f"/threads/{tid}/env", headers=ALICE)
-    assert sorted((e["name"], e["type"], e["value"]) for e in listed.json()["env"]) == [("API_TOKEN", "secret", None), ("REGION", "text", "eu-west")]
+    assert sorted((e["name"], e["type"], e["value"]) for e in listed.json()["env"]) == [
+        ("API_TOKEN", "secret", None),
+        ("REGION", "text", "eu-west"),
+    ]
     assert secret not in listed.text and secret not in sec.text
     thread = await app.state.server.runtime.get_thread(tid)
     assert await thread.state.env("API_TOKEN") == secret and await thread.state.env_type("REGION") == "text"
     kept = await client.put(f"/threads/{tid}/env/REGION", json={"value": "us-east"}, headers=ALICE)
     assert kept.json()["type"] == "text"  # no type: keeps the existing one
-    _error(await client.put(f"/threads/{tid}/env/1BAD", json={"value": "x"}, headers=ALICE), 422, "invalid_request", "path.name")
-    _error(await client.put(f"/threads/{tid}/env/OK", json={"value": "x", "type": "public"}, headers=ALICE), 422, "invalid_request", "body.type")
-    _error(await client.put(f"/threads/{tid}/env/OK", json={"value": 5}, headers=ALICE), 422, "invalid_request", "body.value")
+    _error(
+        await client.put(f"/threads/{tid}/env/1BAD", json={"value": "x"}, headers=ALICE),
+        422,
+        "invalid_request",
+        "path.name",
+    )
+    _error(
+        await client.put(f"/threads/{tid}/env/OK", json={"value": "x", "type": "public"}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.type",
+    )
+    _error(
+        await client.put(f"/threads/{tid}/env/OK", json={"value": 5}, headers=ALICE),
+        422,
+        "invalid_request",
+        "body.value",
+    )
 
 
 # -- catalog, docs, page ---------------------------------------------------------
@@ -359,7 +452,9 @@ async def test_agents_and_tools(api: Any) -> None:
 async def test_openapi_page_and_unknown_routes(api: Any) -> None:
     client, _, _ = await api()
     doc = (await client.get("/openapi.json")).json()
-    assert {"/threads", "/threads/{thread_id}/run", "/threads/{thread_id}/messages", "/agents", "/tools"} <= set(doc["paths"])
+    assert {"/threads", "/threads/{thread_id}/run", "/threads/{thread_id}/messages", "/agents", "/tools"} <= set(
+        doc["paths"]
+    )
     assert "ErrorBody" in doc["components"]["schemas"]
     page = await client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"] and "app.js" in page.text
@@ -375,7 +470,9 @@ async def test_errors_are_json_for_every_bad_request(api: Any) -> None:
     for path in ["/threads", f"/threads/{tid}/force-turn", f"/threads/{tid}/values/k"]:
         for body in bodies:
             method = "PUT" if "values" in path else "POST"
-            res = await client.request(method, path, content=body, headers={**ALICE, "Content-Type": "application/json"})
+            res = await client.request(
+                method, path, content=body, headers={**ALICE, "Content-Type": "application/json"}
+            )
             assert 400 <= res.status_code < 500 or res.status_code == 200, (path, body, res.text)
             if res.status_code >= 400:
                 assert set(json.loads(res.text)["error"]) == {"code", "message", "field"}

@@ -49,8 +49,10 @@ schema = schemathesis.openapi.from_dict(_app("sqlite://:memory:").openapi())
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, list[str]]]:
     app = _app(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'fuzz.db'}")
     with scripted_model(DEMO_SCRIPT).serving(), LiveServer(app) as server:
-        threads = [requests.post(f"{server.url}/threads", json={"agent": agent}, headers=TOKEN, timeout=10).json()["id"]
-                   for agent in ("support_demo", "support_chat")]  # fmt: skip
+        threads = [
+            requests.post(f"{server.url}/threads", json={"agent": agent}, headers=TOKEN, timeout=10).json()["id"]
+            for agent in ("support_demo", "support_chat")
+        ]
         yield server, threads
 
 
@@ -58,6 +60,10 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Live
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_openapi_fuzz(case: Any, live_server: tuple[LiveServer, list[str]]) -> None:
     server, threads = live_server
-    if case.path_parameters and "thread_id" in case.path_parameters and random.Random(str(case.path_parameters)).random() < 0.5:
+    if (
+        case.path_parameters
+        and "thread_id" in case.path_parameters
+        and random.Random(str(case.path_parameters)).random() < 0.5
+    ):
         case.path_parameters["thread_id"] = random.Random(str(case.query)).choice(threads)
     case.call_and_validate(base_url=server.url, headers=TOKEN, checks=CHECKS, timeout=30)

@@ -39,15 +39,26 @@ async def _wait_gate(state: Any, args: NoArgs) -> ToolResult:
 def ws_defs() -> Any:
     return definitions(
         tools={
-            "lookup_order": define_tool(description="Look up an order", args=LookupArgs, execute=_lookup, progress_argument="order_id"),
+            "lookup_order": define_tool(
+                description="Look up an order", args=LookupArgs, execute=_lookup, progress_argument="order_id"
+            ),
             "end_chat": define_tool(description="End the chat", args=EndArgs, execute=_end),
             "wait_gate": define_tool(description="Wait", args=NoArgs, execute=_wait_gate),
         },
         prompts={
-            "agent_p": define_prompt(prompt="You are support.", tool_description="support", tools=("lookup_order", "wait_gate")),
+            "agent_p": define_prompt(
+                prompt="You are support.", tool_description="support", tools=("lookup_order", "wait_gate")
+            ),
             "customer_p": define_prompt(prompt="You are a customer.", tool_description="customer", tools=("end_chat",)),
         },
-        agents={"demo": define_agent(type="dual_ai", side_a=Side("agent_p", max_steps=4), side_b=Side("customer_p", end_conversation_tool="end_chat"), max_session_turns=6)},
+        agents={
+            "demo": define_agent(
+                type="dual_ai",
+                side_a=Side("agent_p", max_steps=4),
+                side_b=Side("customer_p", end_conversation_tool="end_chat"),
+                max_session_turns=6,
+            )
+        },
     )
 
 
@@ -77,7 +88,9 @@ class Live:
         return res.json()["id"]
 
     def events(self, tid: str, after: int = 0, headers: dict[str, str] = ALICE, **options: Any) -> Any:
-        return connect(f"{self.ws}/threads/{tid}/events?after={after}", additional_headers=headers, open_timeout=10, **options)
+        return connect(
+            f"{self.ws}/threads/{tid}/events?after={after}", additional_headers=headers, open_timeout=10, **options
+        )
 
 
 @pytest.fixture
@@ -106,7 +119,9 @@ async def live(make_runtime: Any) -> AsyncIterator[Any]:
         await asyncio.wait_for(task, 10)
 
 
-async def read_until(ws: ClientConnection, *, type: str | None = None, pred: Any = None, timeout: float = 15) -> list[dict[str, Any]]:
+async def read_until(
+    ws: ClientConnection, *, type: str | None = None, pred: Any = None, timeout: float = 15
+) -> list[dict[str, Any]]:
     """Events up to and including the first of `type` (or matching `pred`)."""
     got: list[dict[str, Any]] = []
 
@@ -135,8 +150,18 @@ async def test_stream_carries_every_kind_of_event(live: Any) -> None:
     _contiguous(events)
     assert events[0]["type"] == "thread_created" and events[0]["seq"] == 1
     types = [e["type"] for e in events]
-    for kind in ["execution_started", "turn_started", "step_started", "text_delta", "message_created", "tool_call_started",
-                 "tool_result", "turn_ended", "execution_stopped", "order_looked_up"]:  # fmt: skip
+    for kind in [
+        "execution_started",
+        "turn_started",
+        "step_started",
+        "text_delta",
+        "message_created",
+        "tool_call_started",
+        "tool_result",
+        "turn_ended",
+        "execution_stopped",
+        "order_looked_up",
+    ]:
         assert kind in types, kind
     started = next(e for e in events if e["type"] == "tool_call_started")
     assert started["data"]["name"] == "lookup_order" and started["data"]["progress_value"] == "42"
@@ -156,7 +181,9 @@ async def test_reconnect_with_last_seq_gets_missed_events_then_live(live: Any) -
     tid = await srv.thread()
     async with srv.events(tid) as ws:
         await srv.http.post(f"/threads/{tid}/run", headers=ALICE)
-        first = await read_until(ws, pred=lambda e: e["type"] == "tool_call_started" and e["data"]["name"] == "wait_gate")
+        first = await read_until(
+            ws, pred=lambda e: e["type"] == "tool_call_started" and e["data"]["name"] == "wait_gate"
+        )
     last = first[-1]["seq"]
     await asyncio.wait_for(GATE["entered"].wait(), 10)  # the call's message was published while nobody listened
     async with srv.events(tid, after=last) as ws:
@@ -171,7 +198,9 @@ async def test_reconnect_with_last_seq_gets_missed_events_then_live(live: Any) -
         replay = await read_until(ws, type="execution_stopped")
     # text deltas are live-only: once the execution is over (and nobody watches)
     # they are not kept in memory, their text being in message_created
-    assert [(e["seq"], e["type"]) for e in replay] == [(e["seq"], e["type"]) for e in combined if e["type"] != "text_delta"]
+    assert [(e["seq"], e["type"]) for e in replay] == [
+        (e["seq"], e["type"]) for e in combined if e["type"] != "text_delta"
+    ]
 
 
 async def test_reconnect_after_the_run_ended(live: Any) -> None:
@@ -189,7 +218,11 @@ async def test_reconnect_after_the_run_ended(live: Any) -> None:
 async def test_several_clients_each_receive_every_event_once(live: Any) -> None:
     srv = await live(CONVERSATION)
     tid = await srv.thread()
-    async with srv.events(tid) as c1, srv.events(tid) as c2, srv.events(tid, subprotocols=["bearer", "token-alice"], headers={}) as c3:
+    async with (
+        srv.events(tid) as c1,
+        srv.events(tid) as c2,
+        srv.events(tid, subprotocols=["bearer", "token-alice"], headers={}) as c3,
+    ):
         assert c3.subprotocol == "bearer"
         first = await asyncio.gather(*(read_until(c, type="thread_created") for c in (c1, c2, c3)))
         await srv.http.post(f"/threads/{tid}/run", headers=ALICE)
@@ -197,7 +230,7 @@ async def test_several_clients_each_receive_every_event_once(live: Any) -> None:
         for c in (c1, c2, c3):  # nothing more arrives: no duplicates trailing behind
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(c.recv(), 0.2)
-    streams = [f + r for f, r in zip(first, rest)]
+    streams = [f + r for f, r in zip(first, rest, strict=True)]
     for stream in streams:
         _contiguous(stream)
         assert stream == streams[0]

@@ -11,14 +11,14 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from support import definitions
+from test_server_api import ALICE
+from test_server_ws import live  # noqa: F401 - the fixture
 from websockets.exceptions import ConnectionClosed
 
 from orchestrator import Side, define_agent, define_prompt
 from orchestrator.events import SUBSCRIBER_QUEUE, SubscriberLagging
 from providers.scripted import ScriptedResponse
-from support import definitions
-from test_server_api import ALICE
-from test_server_ws import live  # noqa: F401 - the fixture
 
 DELTAS = 10_000
 
@@ -66,7 +66,7 @@ async def _until_stopped(events: Any) -> Any:
             return
 
 
-async def test_websocket_client_that_falls_behind_is_closed_with_1013_and_reconnects(live: Any) -> None:  # noqa: F811
+async def test_websocket_client_that_falls_behind_is_closed_with_1013_and_reconnects(live: Any) -> None:
     srv = await live([])
     tid = await srv.thread()
     bus = srv.app.state.server.runtime.services.bus

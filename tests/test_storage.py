@@ -6,7 +6,16 @@ import itertools
 from pathlib import Path
 
 import pytest
-from storage_backends import FakeClock, StorageFactory, contents, ev, fake_clock, msg, new_thread, storage, storage_factory  # noqa: F401
+from storage_backends import (  # noqa: F401 - fixtures
+    FakeClock,
+    contents,
+    ev,
+    fake_clock,
+    msg,
+    new_thread,
+    storage,
+    storage_factory,
+)
 
 from orchestrator.messages import ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
 from orchestrator.results import AttachmentRef

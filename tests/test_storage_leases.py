@@ -6,7 +6,16 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from storage_backends import FakeClock, StorageFactory, contents, ev, fake_clock, msg, new_thread, storage, storage_factory  # noqa: F401
+from storage_backends import (  # noqa: F401 - fixtures
+    FakeClock,
+    StorageFactory,
+    contents,
+    fake_clock,
+    msg,
+    new_thread,
+    storage,
+    storage_factory,
+)
 
 from orchestrator.storage import (
     SchemaVersionError,

@@ -52,7 +52,12 @@ class Stack:
 
     async def runtime(self, lease_ttl: float = 5.0) -> Runtime:
         storage = PostgresStorage(PG_DSN, schema=self.schema)
-        runtime = Runtime(duo_definitions(), config=config_from_dict(SCRIPTED_CONFIG), storage=storage, settings=RuntimeSettings(lease_ttl=lease_ttl))
+        runtime = Runtime(
+            duo_definitions(),
+            config=config_from_dict(SCRIPTED_CONFIG),
+            storage=storage,
+            settings=RuntimeSettings(lease_ttl=lease_ttl),
+        )
         await runtime.open()
         self.opened.append(runtime)
         return runtime
@@ -63,13 +68,15 @@ class Stack:
         return self.requests
 
     async def worker(self, **kwargs: Any) -> Worker:
-        worker = Worker(await self.runtime(), self.options, concurrency=kwargs.pop("concurrency", 4), drain_timeout=1, **kwargs)
+        worker = Worker(
+            await self.runtime(), self.options, concurrency=kwargs.pop("concurrency", 4), drain_timeout=1, **kwargs
+        )
         stop = asyncio.Event()
         self.workers.append((stop, asyncio.create_task(worker.run(stop))))
         return worker
 
     async def close(self) -> None:
-        for stop, task in self.workers:
+        for stop, _ in self.workers:
             stop.set()
         await asyncio.gather(*(t for _, t in self.workers), return_exceptions=True)
         for item in self.opened:
@@ -79,7 +86,13 @@ class Stack:
 @pytest.fixture
 async def stack(pg_schema: str) -> AsyncIterator[Stack]:
     server = dev_server()
-    options = TemporalOptions(address=server.address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2, retry_initial=0.1, retry_max=0.5)
+    options = TemporalOptions(
+        address=server.address,
+        task_queue=f"test-{uuid.uuid4().hex[:12]}",
+        heartbeat_timeout=2,
+        retry_initial=0.1,
+        retry_max=0.5,
+    )
     router = respx.mock(assert_all_called=False)
     router.start()
     model = UniqueIdsModel(answer, tag="t")
@@ -135,10 +148,17 @@ async def test_temporal_requests_to_one_thread_run_in_the_order_they_were_sent(s
     await _until(three_answers)
     messages = (await server.storage.get_messages(thread.id, include_silent=True)).messages
     assert [m.content for m in messages if m.role == "user"] == ["one", "two", "three"]
-    assert [(m.role, bool(m.tool_calls)) for m in messages] == [("user", False), ("assistant", True), ("tool", False), ("assistant", False)] * 3
+    assert [(m.role, bool(m.tool_calls)) for m in messages] == [
+        ("user", False),
+        ("assistant", True),
+        ("tool", False),
+        ("assistant", False),
+    ] * 3
 
 
-async def test_temporal_stop_cancels_the_running_activity_and_the_execution_stores_its_end(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_temporal_stop_cancels_the_running_activity_and_the_execution_stores_its_end(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(support, "TOOL_DELAY", 60.0)  # the lookup tool hangs until stopped
     server = await stack.runtime()
     requests = await stack.client()
@@ -161,7 +181,9 @@ async def test_temporal_a_stop_sent_while_no_worker_holds_the_thread_is_applied_
     await stack.worker()
     record = await _settled(server, thread.id, ("stopped",))
     assert record.execution.reason == "changed my mind"
-    assert TOOL_RUNS == [] and stack.model is not None and stack.model.requests == []  # ended before its first model request
+    assert (
+        TOOL_RUNS == [] and stack.model is not None and stack.model.requests == []
+    )  # ended before its first model request
     events = [e.type for e in await server.storage.events_after(thread.id, 0)]
     assert events[-2:] == ["execution_started", "execution_stopped"]
 
@@ -206,12 +228,19 @@ async def test_temporal_run_with_wait_answers_how_the_execution_ended(stack: Sta
         res = await http.post(f"/threads/{thread_id}/run?wait=true")
         assert res.status_code == 200, res.text
         body = res.json()
-        assert (body["reason"], body["step_count"], body["side_a_step_count"], body["side_b_step_count"]) == ("end_conversation", 3, 2, 1)
+        assert (body["reason"], body["step_count"], body["side_a_step_count"], body["side_b_step_count"]) == (
+            "end_conversation",
+            3,
+            2,
+            1,
+        )
         assert [m["role"] for m in body["new_messages"]] == ["assistant", "tool", "assistant", "assistant", "tool"]
         assert body["output"] == "Thanks!"
 
 
-async def test_temporal_a_request_temporal_did_not_take_is_an_error_the_client_sees(stack: Stack, redis_prefix: str) -> None:
+async def test_temporal_a_request_temporal_did_not_take_is_an_error_the_client_sees(
+    stack: Stack, redis_prefix: str
+) -> None:
     from temporalio.client import Client
 
     server = await stack.runtime()
@@ -230,7 +259,9 @@ async def test_temporal_a_request_temporal_did_not_take_is_an_error_the_client_s
     assert (await server.storage.get_thread(thread_id)).status == "idle"
 
 
-async def test_temporal_stop_and_force_turn_routes_are_stored_before_they_answer(stack: Stack, redis_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_temporal_stop_and_force_turn_routes_are_stored_before_they_answer(
+    stack: Stack, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(support, "TOOL_DELAY", 60.0)
     server = await stack.runtime()
     broker = await RedisBroker(REDIS_URL, prefix=redis_prefix).open()
@@ -245,10 +276,14 @@ async def test_temporal_stop_and_force_turn_routes_are_stored_before_they_answer
     assert record.execution.reason == "stopped by user" and TOOL_RUNS == []
 
 
-async def test_temporal_a_dev_server_restart_mid_run_loses_nothing(pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_temporal_a_dev_server_restart_mid_run_loses_nothing(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(support, "TOOL_DELAY", 0.3)  # executions are mid-flight when the server goes
     server = DevServer().start()
-    options = TemporalOptions(address=server.address, task_queue="restart", heartbeat_timeout=5, retry_initial=0.1, retry_max=0.5)
+    options = TemporalOptions(
+        address=server.address, task_queue="restart", heartbeat_timeout=5, retry_initial=0.1, retry_max=0.5
+    )
     router = respx.mock(assert_all_called=False)
     router.start()
     UniqueIdsModel(answer, tag="r").mount(router)

@@ -20,10 +20,10 @@ from providers.scripted import ScriptedCall, ScriptedResponse
 
 pytest.importorskip("opentelemetry.sdk", reason="the [otel] extra's SDK is part of the test install")
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -61,8 +61,9 @@ def _defs() -> Any:
         "calculate": define_tool(description="Run code", args=Code, execute=calculate),
     }
     prompts = {
-        "pa": define_prompt(prompt="You help.", tool_description="side a",
-                            tools=("weather", "broken", "calculate", "helper")),
+        "pa": define_prompt(
+            prompt="You help.", tool_description="side a", tools=("weather", "broken", "calculate", "helper")
+        ),
         "helper": define_prompt(prompt="You help the helper.", tool_description="A helper prompt"),
     }
     return definitions(tools=tools, prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))})
@@ -96,9 +97,16 @@ async def test_a_conversation_is_one_trace_of_agent_turn_chat_and_tool_spans(mak
 
     chats = named["chat demo"]
     assert [(c.attributes["gen_ai.usage.input_tokens"], c.attributes["gen_ai.usage.output_tokens"]) for c in chats] == [
-        (100, 20), (150, 10), (200, 30)]
+        (100, 20),
+        (150, 10),
+        (200, 30),
+    ]
     assert {c.attributes["gen_ai.operation.name"] for c in chats} == {"chat"}
-    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [("tool_calls",), ("tool_calls",), ("stop",)]
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
+        ("tool_calls",),
+        ("tool_calls",),
+        ("stop",),
+    ]
     assert all(c.parent.span_id == turn.context.span_id for c in chats)
     assert all(c.kind == trace.SpanKind.CLIENT for c in chats)
     assert "gen_ai.input.messages" not in chats[0].attributes  # content only when asked for
@@ -138,8 +146,9 @@ async def test_message_content_is_recorded_only_when_asked_and_then_redacted(
         "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}},
         "default_model": "demo",
     }
-    rt, _ = await make_runtime(_defs(), [R(text=f"the key is {key}")], config=config,
-                               settings=RuntimeSettings(trace_content=True))
+    rt, _ = await make_runtime(
+        _defs(), [R(text=f"the key is {key}")], config=config, settings=RuntimeSettings(trace_content=True)
+    )
     await (await rt.create_thread("chat")).send(f"my key is {key}")
 
     [chat] = _by_name(spans.get_finished_spans())["chat demo"]

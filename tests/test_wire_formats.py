@@ -151,14 +151,23 @@ def client(monkeypatch) -> ModelClient:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-000000000000")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-000000000000")
     monkeypatch.setenv("GEMINI_API_KEY", "AIza-test-0000000000000000000")
-    return ModelClient(config_from_dict({
-        "providers": {p: {"api_key": f"${{{p.upper()}_API_KEY}}"} for p in ("openai", "anthropic", "gemini")},
-        "models": {
-            "gpt": {"provider": "openai", "model": "gpt-4o-mini", "retry": {"attempts": 1}},
-            "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "retry": {"attempts": 1}, "params": {"max_tokens": 1024}},
-            "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
-        },
-    }))
+    return ModelClient(
+        config_from_dict(
+            {
+                "providers": {p: {"api_key": f"${{{p.upper()}_API_KEY}}"} for p in ("openai", "anthropic", "gemini")},
+                "models": {
+                    "gpt": {"provider": "openai", "model": "gpt-4o-mini", "retry": {"attempts": 1}},
+                    "claude": {
+                        "provider": "anthropic",
+                        "model": "claude-sonnet-4-5",
+                        "retry": {"attempts": 1},
+                        "params": {"max_tokens": 1024},
+                    },
+                    "gem": {"provider": "gemini", "model": "gemini-2.5-flash", "retry": {"attempts": 1}},
+                },
+            }
+        )
+    )
 
 
 def sse_response(body: str) -> httpx.Response:
@@ -219,8 +228,12 @@ async def test_anthropic_server_tool_blocks_become_provider_blocks(client):
         router.post("https://api.anthropic.com/v1/messages").mock(return_value=sse_response(ANTHROPIC_WEB_SEARCH_SSE))
         items = await collect(client, "claude", extra={"web_search_options": {"search_context_size": "low"}})
     blocks = [i.block for i in items if isinstance(i, ProviderBlock)]
-    assert blocks[0] == {"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "name": "web_search",
-                         "input": {"query": "weather NYC today"}}
+    assert blocks[0] == {
+        "type": "server_tool_use",
+        "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB",
+        "name": "web_search",
+        "input": {"query": "weather NYC today"},
+    }
     assert blocks[1]["type"] == "web_search_tool_result"
     assert blocks[1]["tool_use_id"] == "srvtoolu_014hJH82Qum7Td6UV8gDXThB"
     assert blocks[1]["content"][0]["url"] == "https://www.timeanddate.com/weather/usa/new-york"
@@ -232,16 +245,22 @@ async def test_anthropic_server_tool_blocks_become_provider_blocks(client):
 
 async def test_gemini_documented_stream(client):
     with respx.mock() as router:
-        route = router.post(url__regex=r"generativelanguage\.googleapis\.com/v1beta/models/gemini-2\.5-flash:streamGenerateContent").mock(
-            return_value=sse_response(GEMINI_SSE)
-        )
+        route = router.post(
+            url__regex=r"generativelanguage\.googleapis\.com/v1beta/models/gemini-2\.5-flash:streamGenerateContent"
+        ).mock(return_value=sse_response(GEMINI_SSE))
         items = await collect(client, "gem")
     text, calls = assembled(items)
     assert text == "Let me look that up."
-    assert [(name, args) for _, name, args in calls] == [("get_weather", {"location": "Paris"}), ("get_time", {"tz": "CET"})]
+    assert [(name, args) for _, name, args in calls] == [
+        ("get_weather", {"location": "Paris"}),
+        ("get_time", {"tz": "CET"}),
+    ]
     assert all(call_id for call_id, _, _ in calls)  # Gemini sends none; the reader makes them
     end = items[-1]
-    assert (end.finish_reason, end.finish) == ("STOP", "tool_calls") and (end.usage.input_tokens, end.usage.output_tokens) == (30, 12)
+    assert (end.finish_reason, end.finish) == ("STOP", "tool_calls") and (
+        end.usage.input_tokens,
+        end.usage.output_tokens,
+    ) == (30, 12)
     request = route.calls[0].request
     assert request.url.params["alt"] == "sse"
     assert json.loads(request.content)["tools"][0]["function_declarations"][0]["name"] == "get_weather"
@@ -249,8 +268,14 @@ async def test_gemini_documented_stream(client):
 
 @pytest.mark.parametrize(("wire", "alias"), [("openai", "gpt"), ("anthropic", "claude"), ("gemini", "gem")])
 async def test_builders_produce_bytes_the_readers_parse(client, wire, alias):
-    script = [ScriptedResponse(text="Two calls coming.", chunk_size=5, usage=(21, 13),
-                               tool_calls=[ScriptedCall("get_weather", {"location": "Oslo"}), ScriptedCall("get_time", {"tz": "UTC"})])]
+    script = [
+        ScriptedResponse(
+            text="Two calls coming.",
+            chunk_size=5,
+            usage=(21, 13),
+            tool_calls=[ScriptedCall("get_weather", {"location": "Oslo"}), ScriptedCall("get_time", {"tz": "UTC"})],
+        )
+    ]
     model = ScriptedModel(script, wire=wire)
     with model.serving("https://api.openai.com/v1" if wire == "openai" else None):
         items = await collect(client, alias)
@@ -260,6 +285,8 @@ async def test_builders_produce_bytes_the_readers_parse(client, wire, alias):
     if wire != "gemini":
         assert [i for i, _, _ in calls] == [f"{'toolu' if wire == 'anthropic' else 'call'}_01_{n}" for n in (0, 1)]
     end = items[-1]
-    assert (end.finish_reason if wire == "openai" else end.finish) == "tool_calls"  # OpenAI's raw value is already the word
+    assert (
+        end.finish_reason if wire == "openai" else end.finish
+    ) == "tool_calls"  # OpenAI's raw value is already the word
     assert (end.usage.input_tokens, end.usage.output_tokens) == (21, 13)
     assert len(model.requests) == 1

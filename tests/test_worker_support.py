@@ -11,18 +11,18 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import re  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from collections.abc import AsyncIterator  # noqa: E402
-from typing import Any  # noqa: E402
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
-import pytest  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+import pytest
+from pydantic import BaseModel
+from support import definitions
 
-from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool  # noqa: E402
-from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse  # noqa: E402
-from support import definitions  # noqa: E402
+from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 PG_DSN = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("ORCHESTRATOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -59,7 +59,13 @@ async def _record(state: Any) -> None:
     started = time.time()
     TOOL_RUNS.append((state.thread_id, call_id, started))
     if _recorder is not None:
-        await _recorder.execute("INSERT INTO tool_runs (thread_id, call_id, started_at, pid) VALUES ($1, $2, $3, $4)", state.thread_id, call_id, started, os.getpid())
+        await _recorder.execute(
+            "INSERT INTO tool_runs (thread_id, call_id, started_at, pid) VALUES ($1, $2, $3, $4)",
+            state.thread_id,
+            call_id,
+            started,
+            os.getpid(),
+        )
     if TOOL_DELAY:
         await asyncio.sleep(TOOL_DELAY)
 
@@ -85,7 +91,12 @@ def duo_definitions() -> Any:
             "customer_p": define_prompt(prompt="You are a customer.", tool_description="customer", tools=("end_chat",)),
         },
         agents={
-            "duo": define_agent(type="dual_ai", side_a=Side("agent_p", max_steps=4), side_b=Side("customer_p", end_conversation_tool="end_chat"), max_session_turns=6),
+            "duo": define_agent(
+                type="dual_ai",
+                side_a=Side("agent_p", max_steps=4),
+                side_b=Side("customer_p", end_conversation_tool="end_chat"),
+                max_session_turns=6,
+            ),
             "chat": define_agent(type="ai_human", side_a=Side("agent_p", max_steps=4)),
         },
     )
@@ -103,7 +114,13 @@ def answer(body: dict[str, Any]) -> ScriptedResponse:
 
 
 # the stored shape of one finished duo thread: (side, role, tool name)
-DUO_SHAPE = [("a", "assistant", "lookup_order"), ("a", "tool", None), ("a", "assistant", None), ("b", "assistant", "end_chat"), ("b", "tool", None)]
+DUO_SHAPE = [
+    ("a", "assistant", "lookup_order"),
+    ("a", "tool", None),
+    ("a", "assistant", None),
+    ("b", "assistant", "end_chat"),
+    ("b", "tool", None),
+]
 
 
 def shape(messages: list[Any]) -> list[tuple[Any, str, str | None]]:

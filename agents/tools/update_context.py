@@ -28,9 +28,7 @@ async def execute(state: ThreadState, args: Args) -> ToolResult:
     except json.JSONDecodeError as exc:
         return ToolResult(status="error", error=f"data_json is not valid JSON: {exc.msg} at position {exc.pos}")
     await state.set_value(f"context:{args.context_type}", data)
-    await state.inject_message(
-        role="system", content=f"Updated {args.context_type}: {json.dumps(data)}", silent=False
-    )
+    await state.inject_message(role="system", content=f"Updated {args.context_type}: {json.dumps(data)}", silent=False)
     return ToolResult(status="success", result=f"Context updated: {args.context_type}")
 
 

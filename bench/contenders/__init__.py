@@ -24,7 +24,9 @@ CONTENDERS = (
     "runtime_gemini_litellm",
     "litellm_gemini",
 )
-PROVIDER_CONTENDERS = frozenset(k for k in CONTENDERS if k.endswith(("_anthropic", "_gemini", "_anthropic_litellm", "_gemini_litellm")))
+PROVIDER_CONTENDERS = frozenset(
+    k for k in CONTENDERS if k.endswith(("_anthropic", "_gemini", "_anthropic_litellm", "_gemini_litellm"))
+)
 """Contenders on the Anthropic or Gemini wire: they run scenarios (b) and (c) only."""
 LABELS = {
     "runtime": "this runtime, OpenAI (wire reader)",
@@ -44,11 +46,20 @@ LABELS = {
     "litellm_gemini": "bare litellm loop, Gemini",
 }
 _RUNTIMES = {
-    "runtime": ("openai", "auto"), "runtime_litellm": ("openai", "litellm"), "runtime_nofreeze": ("openai", "auto"),
-    "runtime_anthropic": ("anthropic", "auto"), "runtime_anthropic_litellm": ("anthropic", "litellm"),
-    "runtime_gemini": ("gemini", "auto"), "runtime_gemini_litellm": ("gemini", "litellm"),
+    "runtime": ("openai", "auto"),
+    "runtime_litellm": ("openai", "litellm"),
+    "runtime_nofreeze": ("openai", "auto"),
+    "runtime_anthropic": ("anthropic", "auto"),
+    "runtime_anthropic_litellm": ("anthropic", "litellm"),
+    "runtime_gemini": ("gemini", "auto"),
+    "runtime_gemini_litellm": ("gemini", "litellm"),
 }
-_LOOPS = {"litellm": "openai", "litellm_aiohttp": "openai", "litellm_anthropic": "anthropic", "litellm_gemini": "gemini"}
+_LOOPS = {
+    "litellm": "openai",
+    "litellm_aiohttp": "openai",
+    "litellm_anthropic": "anthropic",
+    "litellm_gemini": "gemini",
+}
 
 
 def make(key: str, base_url: str) -> Any:

@@ -37,7 +37,10 @@ SCENARIO_TOOLS = {"a": (), "b": ("lookup", "convert"), "c": (), "d": ("search",)
 _PARAMS = {
     "lookup": {"key": {"type": "string", "description": "The key"}},
     "convert": {"value": {"type": "string", "description": "The value"}},
-    "search": {"query": {"type": "string", "description": "What to search"}, "limit": {"type": "integer", "description": "Hits"}},
+    "search": {
+        "query": {"type": "string", "description": "What to search"},
+        "limit": {"type": "integer", "description": "Hits"},
+    },
 }
 
 

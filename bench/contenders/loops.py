@@ -61,8 +61,13 @@ class _Loop:
     async def conversation(self, scenario: str, model: str) -> int:
         tools = openai_tools(scenario)
         if scenario != "c":
-            return await self._agent(model, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}], tools)
-        sides = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": OPENER}], [{"role": "system", "content": SYSTEM}]]
+            return await self._agent(
+                model, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}], tools
+            )
+        sides = [
+            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": OPENER}],
+            [{"role": "system", "content": SYSTEM}],
+        ]
         steps = 0
         for turn in range(2 * DUAL_TURNS_PER_SIDE):
             mine, other = sides[turn % 2], sides[(turn + 1) % 2]
@@ -75,7 +80,11 @@ class _Loop:
 
 
 async def _run(call: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call["id"], "content": run_tool(call["function"]["name"], call["function"]["arguments"])}
+    return {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": run_tool(call["function"]["name"], call["function"]["arguments"]),
+    }
 
 
 class LiteLLMLoop(_Loop):
@@ -96,8 +105,14 @@ class LiteLLMLoop(_Loop):
     async def _stream(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         kwargs: dict[str, Any] = {"tools": tools} if tools else {}
         return await self._litellm.acompletion(
-            model=f"{self._wire}/{model}", messages=messages, stream=True, stream_options={"include_usage": True},
-            api_base=self._base, api_key="bench", max_retries=0, **kwargs,
+            model=f"{self._wire}/{model}",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            api_base=self._base,
+            api_key="bench",
+            max_retries=0,
+            **kwargs,
         )
 
 

@@ -44,7 +44,12 @@ def _tool(name: str) -> Any:
     async def execute(state: Any, args: BaseModel) -> ToolResult:
         return ToolResult(status="success", result=str(TOOLS[name](**args.model_dump())))
 
-    return define_tool(description=TOOLS[name].__doc__ or name, args=_ARGS[name], execute=execute, progress_argument="query" if name == "search" else None)
+    return define_tool(
+        description=TOOLS[name].__doc__ or name,
+        args=_ARGS[name],
+        execute=execute,
+        progress_argument="query" if name == "search" else None,
+    )
 
 
 class _ClosingWatch:
@@ -123,19 +128,29 @@ class RuntimeContender:
         from orchestrator import Runtime
         from orchestrator.settings import RuntimeSettings
         from orchestrator.storage import open_storage
-
         from providers.client import ModelClient
         from providers.config import config_from_dict
 
-        config = config_from_dict({
-            "providers": {"bench": {"type": self._wire, "base_url": self._base, "api_key": "bench", "stream": self._stream}},
-            "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
-            "default_model": "bench",
-        })
-        client = _ClosingWatch(ModelClient(config)) if scenario == "d" else _Replay(ModelClient(config)) if stubbed else None
+        config = config_from_dict(
+            {
+                "providers": {
+                    "bench": {"type": self._wire, "base_url": self._base, "api_key": "bench", "stream": self._stream}
+                },
+                "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}},
+                "default_model": "bench",
+            }
+        )
+        client = (
+            _ClosingWatch(ModelClient(config)) if scenario == "d" else _Replay(ModelClient(config)) if stubbed else None
+        )
         db = Path(self._tmp.name) / f"rt{len(self._runtimes)}.db"
-        runtime = Runtime(self._definitions(scenario), config=config, storage=open_storage(f"sqlite:///{db}"), client=client,
-                          settings=RuntimeSettings(gc_freeze=self._gc_freeze))
+        runtime = Runtime(
+            self._definitions(scenario),
+            config=config,
+            storage=open_storage(f"sqlite:///{db}"),
+            client=client,
+            settings=RuntimeSettings(gc_freeze=self._gc_freeze),
+        )
         return await runtime.open()
 
     def _definitions(self, scenario: str) -> Any:
@@ -145,12 +160,16 @@ class RuntimeContender:
         names = SCENARIO_TOOLS[scenario]
         prompt = define_prompt(prompt=SYSTEM, model="bench", tools=names, tool_description="The benchmark agent")
         if scenario == "c":
-            agent = define_agent(type="dual_ai", side_a=Side("bench"), side_b=Side("bench"), max_session_turns=2 * DUAL_TURNS_PER_SIDE)
+            agent = define_agent(
+                type="dual_ai", side_a=Side("bench"), side_b=Side("bench"), max_session_turns=2 * DUAL_TURNS_PER_SIDE
+            )
         else:
             agent = define_agent(type="ai_human", side_a=Side("bench", max_steps=10))
         hooks = {}
         if scenario == "d":
-            hooks["tool_call_started"] = define_hook("tool_call_started", lambda state, call: self.started.append((call.index, time.perf_counter())))
+            hooks["tool_call_started"] = define_hook(
+                "tool_call_started", lambda state, call: self.started.append((call.index, time.perf_counter()))
+            )
         return Definitions(
             root=Path("."),
             tools={n: _tool(n).named(n) for n in names},
@@ -210,4 +229,3 @@ async def _watch_events(thread: Any, out: dict[int, float]) -> None:
     async for event in thread.events():
         if event.type == "tool_call_started":
             out.setdefault(event.data["index"], time.perf_counter())
-

@@ -20,18 +20,44 @@ if TYPE_CHECKING:
     from .testing import assert_suite, run_suite
 
 _HOMES = {
-    "Report": "report", "build_report": "report",
-    "EvalRun": "runner", "Evaluator": "runner", "RunOutcome": "runner",
-    "Score": "scoring", "pass_hat_k": "scoring", "score": "scoring",
-    "LiveSource": "sources", "ReplaySource": "sources", "ScriptedSource": "sources", "load_script": "sources",
-    "Suite": "suite", "SuiteError": "suite", "load_suite": "suite",
-    "assert_suite": "testing", "run_suite": "testing",
-}  # fmt: skip
+    "Report": "report",
+    "build_report": "report",
+    "EvalRun": "runner",
+    "Evaluator": "runner",
+    "RunOutcome": "runner",
+    "Score": "scoring",
+    "pass_hat_k": "scoring",
+    "score": "scoring",
+    "LiveSource": "sources",
+    "ReplaySource": "sources",
+    "ScriptedSource": "sources",
+    "load_script": "sources",
+    "Suite": "suite",
+    "SuiteError": "suite",
+    "load_suite": "suite",
+    "assert_suite": "testing",
+    "run_suite": "testing",
+}
 
 __all__ = [
-    "EvalRun", "Evaluator", "LiveSource", "ReplaySource", "Report", "RunOutcome", "Score", "ScriptedSource", "Suite",
-    "SuiteError", "assert_suite", "build_report", "load_script", "load_suite", "pass_hat_k", "run_suite", "score",
-]  # fmt: skip
+    "EvalRun",
+    "Evaluator",
+    "LiveSource",
+    "ReplaySource",
+    "Report",
+    "RunOutcome",
+    "Score",
+    "ScriptedSource",
+    "Suite",
+    "SuiteError",
+    "assert_suite",
+    "build_report",
+    "load_script",
+    "load_suite",
+    "pass_hat_k",
+    "run_suite",
+    "score",
+]
 
 
 def __getattr__(name: str) -> Any:

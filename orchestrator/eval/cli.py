@@ -42,17 +42,37 @@ def eval_group() -> None:
 @click.option("-k", "k", type=click.IntRange(1, 100), help="Runs per scenario (default: the suite's).")
 @click.option("--concurrency", type=click.IntRange(1, 64), help="Runs at once (default: the suite's).")
 @click.option("--live", is_flag=True, help="Call the configured models (keys from the environment); record each run.")
-@click.option("--scripted", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Answer from this script of turns (offline); record each run.")  # fmt: skip
-@click.option("--cassettes", type=click.Path(file_okay=False, path_type=Path),
-              help="Cassette folder (default: the suite's, cassettes/evals/SUITE).")  # fmt: skip
+@click.option(
+    "--scripted",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Answer from this script of turns (offline); record each run.",
+)
+@click.option(
+    "--cassettes",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Cassette folder (default: the suite's, cassettes/evals/SUITE).",
+)
 @click.option("--db", help="Storage URL or SQLite path for the runs' threads (default: the config's).")
-@click.option("--out", default="eval-results", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for SUITE.json and SUITE.junit.xml.")  # fmt: skip
+@click.option(
+    "--out",
+    default="eval-results",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for SUITE.json and SUITE.junit.xml.",
+)
 @click.option("--fail-under", type=click.FloatRange(0, 1), help="Exit 1 when the suite's pass^k is below this.")
-def run_command(suite_path: Path, only: tuple[str, ...], k: int | None, concurrency: int | None, live: bool,
-                scripted: Path | None, cassettes: Path | None, db: str | None, out: Path,
-                fail_under: float | None) -> None:  # fmt: skip
+def run_command(
+    suite_path: Path,
+    only: tuple[str, ...],
+    k: int | None,
+    concurrency: int | None,
+    live: bool,
+    scripted: Path | None,
+    cassettes: Path | None,
+    db: str | None,
+    out: Path,
+    fail_under: float | None,
+) -> None:
     """Run every scenario of SUITE k times, print the pass^k table, write JSON and JUnit reports."""
     from .report import build_report, junit_xml, markdown, write_json
     from .runner import Evaluator
@@ -125,8 +145,13 @@ class _Progress:
             TimeElapsedColumn,
         )
 
-        columns = (TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                   TimeElapsedColumn())  # fmt: skip
+        columns = (
+            TextColumn("eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+        )
         self._progress = Progress(*columns, console=Console(stderr=True), transient=True)
         self._task = self._progress.add_task("", total=total)
         self._passed = self._done = self._tokens = 0
@@ -140,8 +165,9 @@ class _Progress:
         description = f"passing {self._passed}/{self._done}, {self._tokens} tokens, ${self._cost:.4f}"
         self._progress.update(self._task, advance=1, description=description)
         if not run.passed:
-            self._progress.console.print(f"✗ {run.scenario} run {run.index}: replay with "
-                                         f"orchestrator eval replay {run.cassette}")  # fmt: skip
+            self._progress.console.print(
+                f"✗ {run.scenario} run {run.index}: replay with orchestrator eval replay {run.cassette}"
+            )
 
     def __enter__(self) -> _Progress:
         self._progress.start()
@@ -153,8 +179,12 @@ class _Progress:
 
 @eval_group.command("replay")
 @click.argument("cassette", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--suite", "suite_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The suite (default: the one named in the cassette).")  # fmt: skip
+@click.option(
+    "--suite",
+    "suite_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The suite (default: the one named in the cassette).",
+)
 @click.option("--db", help="Storage for the replayed thread (default: a throwaway in-memory database).")
 def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> None:
     """Run one recorded eval run again offline: its transcript, checks, and whether it matches the recording.
@@ -189,8 +219,9 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
         click.echo("\n".join(problems), err=True)
         click.echo(f"{cassette}: the replay differs from the recording", err=True)
         raise SystemExit(2)
-    click.echo(f"{cassette}: replay matches the recording ({len(got)} messages); "
-               f"{'passed' if outcome.passed else 'failed'}")  # fmt: skip
+    click.echo(
+        f"{cassette}: replay matches the recording ({len(got)} messages); {'passed' if outcome.passed else 'failed'}"
+    )
     if not outcome.passed:
         raise SystemExit(1)
 

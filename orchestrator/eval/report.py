@@ -54,19 +54,53 @@ def _escape(cell: str) -> str:
 def markdown(report: Report) -> str:
     s, run = report.score, report.eval
     ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
-    head = ["scenario", "runs", "passed", *[f"pass^{k}" for k in ks], "failing checks", "tokens", "cost", "time",
-            "steps", "turns"]  # fmt: skip
+    head = [
+        "scenario",
+        "runs",
+        "passed",
+        *[f"pass^{k}" for k in ks],
+        "failing checks",
+        "tokens",
+        "cost",
+        "time",
+        "steps",
+        "turns",
+    ]
     rows = []
     for x in s.scenarios:
         failing = "; ".join(f"{label} ×{n}" for label, n in sorted(x.check_failures.items())) or "-"
         if x.errors:
             failing = f"errors ×{x.errors}; {failing}" if failing != "-" else f"errors ×{x.errors}"
         hats = [_pct(x.pass_hat[k]) if k in x.pass_hat else "" for k in ks]
-        rows.append([x.id, str(x.runs), f"{x.passed}/{x.runs}", *hats, failing, str(x.input_tokens + x.output_tokens),
-                     f"${x.cost:.4f}", f"{x.seconds:.1f}s", f"{x.mean_steps:.1f}", f"{x.mean_turns:.1f}"])  # fmt: skip
+        rows.append(
+            [
+                x.id,
+                str(x.runs),
+                f"{x.passed}/{x.runs}",
+                *hats,
+                failing,
+                str(x.input_tokens + x.output_tokens),
+                f"${x.cost:.4f}",
+                f"{x.seconds:.1f}s",
+                f"{x.mean_steps:.1f}",
+                f"{x.mean_turns:.1f}",
+            ]
+        )
     overall = [_pct(s.pass_hat[k]) if k in s.pass_hat else "" for k in ks]
-    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "",
-                 str(s.input_tokens + s.output_tokens), f"${s.cost:.4f}", f"{s.seconds:.1f}s", "", ""])  # fmt: skip
+    rows.append(
+        [
+            "**overall**",
+            str(s.runs),
+            f"{s.passed}/{s.runs}",
+            *overall,
+            "",
+            str(s.input_tokens + s.output_tokens),
+            f"${s.cost:.4f}",
+            f"{s.seconds:.1f}s",
+            "",
+            "",
+        ]
+    )
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -89,12 +123,22 @@ def markdown(report: Report) -> str:
 def junit_xml(report: Report) -> str:
     """One testcase per run (name `scenario[run i]`), failed checks as its failure message."""
     runs = report.eval.runs
-    suite = ET.Element("testsuite", name=f"eval:{report.eval.suite}", tests=str(len(runs) + report.eval.skipped),
-                       failures=str(sum(not r.passed for r in runs)), skipped=str(report.eval.skipped),
-                       time=f"{report.eval.seconds:.3f}")  # fmt: skip
+    suite = ET.Element(
+        "testsuite",
+        name=f"eval:{report.eval.suite}",
+        tests=str(len(runs) + report.eval.skipped),
+        failures=str(sum(not r.passed for r in runs)),
+        skipped=str(report.eval.skipped),
+        time=f"{report.eval.seconds:.3f}",
+    )
     for r in sorted(runs, key=lambda r: (r.scenario, r.index)):
-        case = ET.SubElement(suite, "testcase", classname=f"eval.{report.eval.agent}.{r.scenario}",
-                             name=f"{r.scenario}[run {r.index}]", time=f"{r.seconds:.3f}")  # fmt: skip
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"eval.{report.eval.agent}.{r.scenario}",
+            name=f"{r.scenario}[run {r.index}]",
+            time=f"{r.seconds:.3f}",
+        )
         if not r.passed:
             failed = [f"{c.label}: {c.reason}" for c in r.checks if not c.passed]
             message = r.error or failed[0]

@@ -76,16 +76,24 @@ class EvalRun(BaseModel):
 class Evaluator:
     """Runs one suite with one model source."""
 
-    def __init__(self, suite: Suite, source: ModelSource, *, storage: str | None = None,
-                 cassettes: Path | None = None, on_run: Callable[[RunOutcome], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        suite: Suite,
+        source: ModelSource,
+        *,
+        storage: str | None = None,
+        cassettes: Path | None = None,
+        on_run: Callable[[RunOutcome], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.suite = suite
         self.source = source
         self.cassettes = cassettes or suite.cassette_dir()
         self.on_run = on_run
         self._clock = clock
-        self.runtime = Runtime.from_path(suite.resolve(suite.definitions),
-                                         config=[suite.resolve(p) for p in suite.config], storage=storage)  # fmt: skip
+        self.runtime = Runtime.from_path(
+            suite.resolve(suite.definitions), config=[suite.resolve(p) for p in suite.config], storage=storage
+        )
         self.runtime.definitions = _adjusted(self.runtime.definitions, suite)
         self.tokens = 0
         self.cost = 0.0
@@ -95,8 +103,12 @@ class Evaluator:
         unknown = set(only) - {s.id for s in scenarios}
         if unknown:
             self.suite.scenario(sorted(unknown)[0])  # raises, naming the known ids
-        plan = [(s, i) for i in range(1, max(self.suite.k_for(s) for s in scenarios) + 1)
-                for s in scenarios if i <= self.suite.k_for(s)]  # fmt: skip
+        plan = [
+            (s, i)
+            for i in range(1, max(self.suite.k_for(s) for s in scenarios) + 1)
+            for s in scenarios
+            if i <= self.suite.k_for(s)
+        ]
         gate = asyncio.Semaphore(self.suite.defaults.concurrency)
         budget = self.suite.defaults.budget
         skipped: list[tuple[str, int]] = []
@@ -118,10 +130,14 @@ class Evaluator:
             with routing(), self._stand_in_keys():
                 results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
         return EvalRun(
-            suite=str(self.suite.path), agent=self.suite.agent, source=self.source.label,
+            suite=str(self.suite.path),
+            agent=self.suite.agent,
+            source=self.source.label,
             models={str(side): alias for side, alias in self.suite.defaults.models.items()},
             k={s.id: self.suite.k_for(s) for s in scenarios},
-            runs=[r for r in results if r is not None], skipped=len(skipped), stopped_on_budget=bool(skipped),
+            runs=[r for r in results if r is not None],
+            skipped=len(skipped),
+            stopped_on_budget=bool(skipped),
             seconds=round(self._clock() - started, 3),
         )
 
@@ -148,20 +164,28 @@ class Evaluator:
             result, error = None, None
             try:
                 result = await thread.run()
-            except Exception as exc:  # noqa: BLE001 - a failed run is an outcome
+            except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
             checks = await grade(self.suite, scenario, thread, result, error, spent, self.runtime.services.client)
         error = model.problem() or error  # after grading: a judge's request is part of the recording
         record = (await self.runtime.get_thread(thread.id)).record
         usage = record.usage
         outcome = RunOutcome(
-            scenario=scenario.id, index=index, passed=error is None and all(c.passed for c in checks),
-            checks=checks, error=error, thread_id=thread.id, cassette=str(path),
-            reason=result.reason if result else None, stopped_by=result.stopped_by if result else None,
-            steps=result.step_count if result else 0, turns=record.execution.turn_count if record.execution else 0,
+            scenario=scenario.id,
+            index=index,
+            passed=error is None and all(c.passed for c in checks),
+            checks=checks,
+            error=error,
+            thread_id=thread.id,
+            cassette=str(path),
+            reason=result.reason if result else None,
+            stopped_by=result.stopped_by if result else None,
+            steps=result.step_count if result else 0,
+            turns=record.execution.turn_count if record.execution else 0,
             input_tokens=usage.input_tokens + spent.input_tokens,
             output_tokens=usage.output_tokens + spent.output_tokens,
-            cost=round(usage.cost + spent.cost, 6), seconds=round(self._clock() - started, 3),
+            cost=round(usage.cost + spent.cost, 6),
+            seconds=round(self._clock() - started, 3),
         )
         if recorder is not None:
             await self._save(recorder, thread, scenario, outcome)
@@ -187,11 +211,19 @@ class Evaluator:
     async def _save(self, recorder: Recorder, thread: Thread, scenario: Scenario, outcome: RunOutcome) -> None:
         messages = (await thread.get_messages(include_silent=True)).messages
         recorder.cassette.metadata.update(
-            eval={"suite": str(self.suite.path), "scenario": scenario.id, "run": outcome.index,
-                  "models": dict(self.suite.defaults.models)},
-            agent=self.suite.agent, arguments=scenario.arguments, transcript=transcript(messages),
-            checks=[c.model_dump() for c in outcome.checks], passed=outcome.passed, error=outcome.error,
-        )  # fmt: skip
+            eval={
+                "suite": str(self.suite.path),
+                "scenario": scenario.id,
+                "run": outcome.index,
+                "models": dict(self.suite.defaults.models),
+            },
+            agent=self.suite.agent,
+            arguments=scenario.arguments,
+            transcript=transcript(messages),
+            checks=[c.model_dump() for c in outcome.checks],
+            passed=outcome.passed,
+            error=outcome.error,
+        )
         Path(recorder.path).parent.mkdir(parents=True, exist_ok=True)
         recorder.save()
 

@@ -66,11 +66,20 @@ def _scenario(scenario_id: str, runs: Sequence[RunOutcome]) -> ScenarioScore:
     for run in runs:
         failures.update({check.label for check in run.checks if not check.passed})
     return ScenarioScore(
-        id=scenario_id, runs=n, passed=c, pass_rate=c / n, pass_hat={k: pass_hat_k(n, c, k) for k in range(1, n + 1)},
-        all_passed=c == n, check_failures=dict(failures), errors=sum(r.error is not None for r in runs),
-        input_tokens=sum(r.input_tokens for r in runs), output_tokens=sum(r.output_tokens for r in runs),
-        cost=round(sum(r.cost for r in runs), 6), seconds=round(sum(r.seconds for r in runs), 3),
-        mean_steps=sum(r.steps for r in runs) / n, mean_turns=sum(r.turns for r in runs) / n,
+        id=scenario_id,
+        runs=n,
+        passed=c,
+        pass_rate=c / n,
+        pass_hat={k: pass_hat_k(n, c, k) for k in range(1, n + 1)},
+        all_passed=c == n,
+        check_failures=dict(failures),
+        errors=sum(r.error is not None for r in runs),
+        input_tokens=sum(r.input_tokens for r in runs),
+        output_tokens=sum(r.output_tokens for r in runs),
+        cost=round(sum(r.cost for r in runs), 6),
+        seconds=round(sum(r.seconds for r in runs), 3),
+        mean_steps=sum(r.steps for r in runs) / n,
+        mean_turns=sum(r.turns for r in runs) / n,
     )
 
 
@@ -82,8 +91,15 @@ def score(result: EvalRun) -> Score:
     k = min((s.runs for s in scenarios), default=0)
     overall = {j: sum(s.pass_hat[j] for s in scenarios) / len(scenarios) for j in range(1, k + 1)}
     return Score(
-        scenarios=scenarios, k=k, pass_hat=overall, runs=len(result.runs), passed=sum(r.passed for r in result.runs),
-        skipped=result.skipped, stopped_on_budget=result.stopped_on_budget,
-        input_tokens=sum(s.input_tokens for s in scenarios), output_tokens=sum(s.output_tokens for s in scenarios),
-        cost=round(sum(s.cost for s in scenarios), 6), seconds=result.seconds,
+        scenarios=scenarios,
+        k=k,
+        pass_hat=overall,
+        runs=len(result.runs),
+        passed=sum(r.passed for r in result.runs),
+        skipped=result.skipped,
+        stopped_on_budget=result.stopped_on_budget,
+        input_tokens=sum(s.input_tokens for s in scenarios),
+        output_tokens=sum(s.output_tokens for s in scenarios),
+        cost=round(sum(s.cost for s in scenarios), 6),
+        seconds=result.seconds,
     )

@@ -195,8 +195,11 @@ class ScriptedSource:
             if voice is None:
                 return ScriptedFault(400, message=f"scripted eval: no voice has the system message {system[:80]!r}")
             if used[voice] >= len(queues[voice]):
-                return ScriptedFault(400, message=f"scripted eval: the script of {scenario!r} (run {index}) has "
-                                     f"{len(queues[voice])} answer(s) for {voice}; a further one was asked for")
+                return ScriptedFault(
+                    400,
+                    message=f"scripted eval: the script of {scenario!r} (run {index}) has "
+                    f"{len(queues[voice])} answer(s) for {voice}; a further one was asked for",
+                )
             used[voice] += 1
             return queues[voice][used[voice] - 1].response()
 

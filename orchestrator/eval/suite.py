@@ -300,7 +300,7 @@ def load_predicate(suite: Suite, reference: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the suite's own code: report, don't crash
+    except Exception as exc:
         raise SuiteError(f"importing {relative!r} failed: {type(exc).__name__}: {exc}") from None
     function = getattr(module, name, None)
     if not callable(function):

@@ -20,22 +20,35 @@ from .suite import load_suite
 __all__ = ["assert_suite", "run_suite"]
 
 
-async def run_suite(path: str | Path, *, source: ModelSource | None = None, storage: str = ":memory:",
-                    k: int | None = None, only: Sequence[str] = ()) -> Report:  # fmt: skip
+async def run_suite(
+    path: str | Path,
+    *,
+    source: ModelSource | None = None,
+    storage: str = ":memory:",
+    k: int | None = None,
+    only: Sequence[str] = (),
+) -> Report:
     """Run a suite (default: replaying its cassettes) and score it."""
     suite = load_suite(path).with_runs(k)
     evaluator = Evaluator(suite, source or ReplaySource(suite.cassette_dir()), storage=storage)
     return build_report(await evaluator.run(only))
 
 
-async def assert_suite(path: str | Path, *, threshold: float, source: ModelSource | None = None,
-                       storage: str = ":memory:", k: int | None = None,
-                       only: Sequence[str] = ()) -> Report:  # fmt: skip
+async def assert_suite(
+    path: str | Path,
+    *,
+    threshold: float,
+    source: ModelSource | None = None,
+    storage: str = ":memory:",
+    k: int | None = None,
+    only: Sequence[str] = (),
+) -> Report:
     """Run a suite; raise AssertionError (with the Markdown report) if its pass^k is below `threshold`."""
     report = await run_suite(path, source=source, storage=storage, k=k, only=only)
     s = report.score
     got = s.pass_hat[s.k] if s.k else 0.0
     if got < threshold:
-        raise AssertionError(f"eval {path}: pass^{s.k} = {got:.2f} is below the threshold {threshold:.2f}\n\n"
-                             + markdown(report))  # fmt: skip
+        raise AssertionError(
+            f"eval {path}: pass^{s.k} = {got:.2f} is below the threshold {threshold:.2f}\n\n" + markdown(report)
+        )
     return report

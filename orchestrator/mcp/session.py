@@ -135,9 +135,7 @@ class McpSession:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = httpx2.AsyncClient(
-                headers=config.resolved_headers(self.name), timeout=httpx2.Timeout(30, read=300)
-            )
+            http = httpx2.AsyncClient(headers=config.resolved_headers(self.name), timeout=httpx2.Timeout(30, read=300))
             return streamable_http_client(config.url, http_client=http)
         from mcp import StdioServerParameters
 

@@ -39,8 +39,25 @@ PREFIX = "mcp:"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # JSON-schema keywords Gemini's function declarations take; anything else is dropped for that dialect.
 _GEMINI_KEYS = frozenset(
-    {"type", "description", "properties", "required", "items", "enum", "format", "nullable", "anyOf",
-     "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength", "pattern", "propertyOrdering"}
+    {
+        "type",
+        "description",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "format",
+        "nullable",
+        "anyOf",
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "propertyOrdering",
+    }
 )
 
 
@@ -159,8 +176,12 @@ class McpTools:
             return await self._call(holder[0], state, dict(args.model_extra or {}))
 
         definition = ToolDefinition(
-            name=exposed, description=raw.description or raw.name, execute=execute,
-            args=_arguments_model(exposed, schema), progress_argument=progress, timeout=config.timeout,
+            name=exposed,
+            description=raw.description or raw.name,
+            execute=execute,
+            args=_arguments_model(exposed, schema),
+            progress_argument=progress,
+            timeout=config.timeout,
             annotations={"mcp_server": server, "mcp_tool": raw.name},
         )
         tool = McpTool(server, raw.name, exposed, raw.description or raw.name, schema, definition)
@@ -177,8 +198,16 @@ class McpTools:
         call_id = state.tool_call_id
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            state.emit("tool_progress", {"tool_call_id": call_id, "name": tool.exposed, "progress": done,
-                                         "total": total, "message": self._redact(message) if message else None})
+            state.emit(
+                "tool_progress",
+                {
+                    "tool_call_id": call_id,
+                    "name": tool.exposed,
+                    "progress": done,
+                    "total": total,
+                    "message": self._redact(message) if message else None,
+                },
+            )
 
         try:
             result = await session.call(tool.name, arguments, progress)
@@ -277,8 +306,9 @@ def _resource(resource: Any, texts: list[str], files: list[ToolAttachment]) -> N
         texts.append(f"[resource {uri}]\n{text}")
         return
     name = PurePosixPath(uri.split("?")[0]).name or "resource"
-    files.append(ToolAttachment(name=name, mime_type=resource.mime_type or "application/octet-stream",
-                                data=resource.blob))
+    files.append(
+        ToolAttachment(name=name, mime_type=resource.mime_type or "application/octet-stream", data=resource.blob)
+    )
 
 
 # -- schemas per dialect -------------------------------------------------------------
@@ -328,4 +358,3 @@ def _gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return out
 
     return clean(schema)  # type: ignore[no-any-return]
-

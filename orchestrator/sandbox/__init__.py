@@ -72,12 +72,35 @@ LANGUAGES = ("javascript", "typescript", "python")
 JAVASCRIPT_IMPORTS = frozenset({"console"})
 PYTHON_IMPORTS = frozenset(
     {
-        "math", "cmath", "json", "statistics", "re", "datetime", "decimal", "fractions",
-        "itertools", "functools", "collections", "random", "string", "textwrap",
-        "operator", "heapq", "bisect", "dataclasses", "enum", "typing", "copy",
-        "calendar", "unicodedata", "base64", "hashlib", "difflib", "zoneinfo",
+        "math",
+        "cmath",
+        "json",
+        "statistics",
+        "re",
+        "datetime",
+        "decimal",
+        "fractions",
+        "itertools",
+        "functools",
+        "collections",
+        "random",
+        "string",
+        "textwrap",
+        "operator",
+        "heapq",
+        "bisect",
+        "dataclasses",
+        "enum",
+        "typing",
+        "copy",
+        "calendar",
+        "unicodedata",
+        "base64",
+        "hashlib",
+        "difflib",
+        "zoneinfo",
     }
-)  # fmt: skip
+)
 
 Status = Literal["ok", "error", "timeout", "oom", "aborted"]
 _budget = Budget(SandboxSettings(), MEMORY_CEILING)
@@ -226,7 +249,7 @@ def run_code(
     *,
     execute: dict[str, Any] | None = None,
     imports: list[str] | None = None,
-    globals: dict[str, Any] | None = None,  # noqa: A002 - the seed's option name
+    globals: dict[str, Any] | None = None,
     modules: dict[str, str] | None = None,
     language: str = "javascript",
     memory_limit_bytes: int | None = None,
@@ -269,8 +292,7 @@ def _report(request: _Request, engine_report: dict[str, Any] | None) -> dict[str
         "memory_ceiling_bytes": MEMORY_CEILING,
         # the ceiling cannot be lowered, and a higher request is clamped to it
         "memory_limit_clamped": (request.memory_requested or 0) > MEMORY_CEILING,
-        "memory_limit_raised_to_ceiling": 0 < (request.memory_requested or MEMORY_CEILING)
-        < MEMORY_CEILING,
+        "memory_limit_raised_to_ceiling": 0 < (request.memory_requested or MEMORY_CEILING) < MEMORY_CEILING,
         "timeout_s": request.timeout,
         "imports": request.imports,
         "entry": request.entry,
@@ -317,9 +339,7 @@ def _check_imports(imports: list[str] | None, language: str) -> list[str]:
         raise ValueError("run_code: 'imports' must be a list of names")
     unknown = sorted(set(imports) - allowed)
     if unknown:
-        raise ValueError(
-            f"run_code: 'imports' names {unknown} outside the {language} allowlist {sorted(allowed)}"
-        )
+        raise ValueError(f"run_code: 'imports' names {unknown} outside the {language} allowlist {sorted(allowed)}")
     return sorted(set(imports))
 
 

@@ -45,7 +45,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _isolation  # noqa: E402 - after the path above; the server runs without site-packages
+import _isolation
 
 _PRELOAD = (
     "math cmath json statistics re datetime decimal fractions itertools functools collections "
@@ -104,8 +104,12 @@ def _stdlib_entries() -> list[str]:
     The base prefix, not the venv's: a venv's platstdlib holds its site-packages.
     Landlock grants whole trees, so the stdlib folder's entries are granted one by one.
     """
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
-            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}  # fmt: skip
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     paths = sysconfig.get_paths(vars=base)
     roots = {os.path.realpath(paths[key]) for key in ("stdlib", "platstdlib")}
     entries = []
@@ -190,7 +194,7 @@ def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.
 def _child_main(request: dict, body: bytearray, ruleset: int | str, out_fd: int, server: int) -> None:
     try:
         _isolate(request, ruleset, out_fd, server)
-    except BaseException as exc:  # noqa: BLE001 - anything here means "do not run"
+    except BaseException as exc:
         _write_all(out_fd, UNAVAILABLE + str(exc).encode(errors="replace"))
         os._exit(0)
     _write_all(out_fd, ISOLATED)
@@ -270,7 +274,7 @@ class _MapFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module) -> None:  # type: ignore[no-untyped-def]
         code = compile(self.sources[module.__name__], f"/{module.__name__}.py", "exec")
-        exec(code, module.__dict__)  # noqa: S102 - inside the isolated child
+        exec(code, module.__dict__)
 
 
 def _guard_imports(allowed: set[str], guest_modules: set[str]) -> None:
@@ -312,7 +316,7 @@ def _run_guest(request: dict) -> dict:
         result = {"status": "oom", "error": "MemoryError: out of memory (ceiling reached)"}
     except RecursionError as exc:
         result = {"status": "error", "error": f"RecursionError: {exc}"}
-    except BaseException as exc:  # noqa: BLE001 - the guest's error is the result
+    except BaseException as exc:
         namespace.clear()
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
         stack = "".join(line for line in frames if "_child.py" not in line)
@@ -329,8 +333,8 @@ def _execute(request: dict, namespace: dict) -> object:
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, request["entry"], "exec"), namespace)  # noqa: S102
-    tail = eval(compile(last, request["entry"], "eval"), namespace) if last else None  # noqa: S307
+    exec(compile(tree, request["entry"], "exec"), namespace)
+    tail = eval(compile(last, request["entry"], "eval"), namespace) if last else None
     target = namespace.get(request["fn"])
     if callable(target):
         return target(*request["args"])

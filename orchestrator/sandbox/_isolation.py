@@ -39,11 +39,67 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # pidfd_open pidfd_send_signal bpf userfaultfd perf_event_open io_uring_setup
 # keyctl add_key request_key
 _DENIED_SYSCALLS = {
-    "x86_64": (57, 58, 56, 435, 59, 322, 41, 53, 62, 200, 234, 101, 310, 311, 272, 308,
-               165, 166, 155, 161, 434, 424, 321, 323, 298, 425, 250, 248, 249),
-    "aarch64": (220, 435, 221, 281, 198, 199, 129, 130, 131, 117, 270, 271, 97, 268,
-                40, 39, 41, 51, 434, 424, 280, 282, 241, 425, 219, 217, 218),
-}  # fmt: skip
+    "x86_64": (
+        57,
+        58,
+        56,
+        435,
+        59,
+        322,
+        41,
+        53,
+        62,
+        200,
+        234,
+        101,
+        310,
+        311,
+        272,
+        308,
+        165,
+        166,
+        155,
+        161,
+        434,
+        424,
+        321,
+        323,
+        298,
+        425,
+        250,
+        248,
+        249,
+    ),
+    "aarch64": (
+        220,
+        435,
+        221,
+        281,
+        198,
+        199,
+        129,
+        130,
+        131,
+        117,
+        270,
+        271,
+        97,
+        268,
+        40,
+        39,
+        41,
+        51,
+        434,
+        424,
+        280,
+        282,
+        241,
+        425,
+        219,
+        217,
+        218,
+    ),
+}
 _X32_BIT = 0x40000000
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -97,8 +153,12 @@ def build_ruleset(readable: list[str]) -> int:
     """
     abi = landlock_abi()
     fs_rights = _FS_RIGHTS_BY_ABI[max(k for k in _FS_RIGHTS_BY_ABI if k <= abi)]
-    attr = struct.pack("=QQQ", fs_rights, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
-                       _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL if abi >= 6 else 0)  # fmt: skip
+    attr = struct.pack(
+        "=QQQ",
+        fs_rights,
+        _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+        _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL if abi >= 6 else 0,
+    )
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     buffer = ctypes.create_string_buffer(attr, len(attr))
     ruleset = _libc.syscall(_LANDLOCK_CREATE, buffer, ctypes.c_size_t(size), ctypes.c_uint32(0))

@@ -191,11 +191,11 @@ def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
         instance.store.set_limits(memory_size=MEMORY_CEILING)
         try:
             result = _evaluate(context, request, console)
-        except BaseException as exc:  # noqa: BLE001 - every guest failure becomes a result
+        except BaseException as exc:
             result = _classify(exc, why, instance)
         try:
             result.memory_used_bytes = instance.mem.data_len(instance.store)
-        except Exception:  # noqa: BLE001 - a trapped instance may refuse; the size is optional
+        except Exception:
             pass
     finally:
         _close(runtime)
@@ -264,7 +264,7 @@ def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
 def _memory_exhausted(instance: Any) -> bool:
     try:
         return instance.mem.data_len(instance.store) >= MEMORY_CEILING - _QJS_HEADROOM // 2
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -272,10 +272,10 @@ def _close(runtime: Any) -> None:
     for context in list(runtime._contexts):
         try:
             context.close()
-        except Exception:  # noqa: BLE001 - a trapped instance cannot free its handles
+        except Exception:
             context._engine_ctx._inst.close()
             runtime._unregister_context(context)
     try:
         runtime.close()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass

@@ -62,10 +62,16 @@ class _Server:
     @classmethod
     async def start(cls) -> _Server:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", str(_SERVER),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True, env=dict(SERVER_ENV),
-        )  # fmt: skip
+            sys.executable,
+            "-I",
+            "-S",
+            str(_SERVER),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(SERVER_ENV),
+        )
         server = cls(process)
         hello = await asyncio.wait_for(server.receive(), 30)
         if hello.get("op") != "ready":
@@ -163,8 +169,10 @@ async def run_python(request: _Request, abort: _AbortFlag, lease: Lease) -> Code
     if result.status == "aborted" and abort.reason:
         result.error = abort.reason
     result.memory_used_bytes = header.get("maxrss")
-    result.report = {"engine": f"CPython {sys.version.split()[0]} (forked, isolated child)",
-                     "memory_held_bytes": result.memory_used_bytes}  # fmt: skip
+    result.report = {
+        "engine": f"CPython {sys.version.split()[0]} (forked, isolated child)",
+        "memory_held_bytes": result.memory_used_bytes,
+    }
     return result
 
 
@@ -219,8 +227,10 @@ def _death(status: int) -> CodeResult:
         if sig in (signal.SIGXCPU, signal.SIGKILL):
             return CodeResult(status="timeout", error=f"killed by {signal.Signals(sig).name} (CPU limit)")
         return CodeResult(status="error", error=f"the interpreter died of {signal.Signals(sig).name}")
-    return CodeResult(status="error", error=f"the interpreter exited with status {os.waitstatus_to_exitcode(status)} "
-                                            "and wrote no result")  # fmt: skip
+    return CodeResult(
+        status="error",
+        error=f"the interpreter exited with status {os.waitstatus_to_exitcode(status)} and wrote no result",
+    )
 
 
 def _send_abort(loop: asyncio.AbstractEventLoop, server: _Server, in_flight: list[bool]) -> None:

@@ -82,7 +82,9 @@ def create_app(
                 await runtime.close()
 
     app = FastAPI(
-        title="orchestrator", version=_version(), lifespan=lifespan,
+        title="orchestrator",
+        version=_version(),
+        lifespan=lifespan,
         description="Create threads, run two-sided agents and watch them on a WebSocket (`/threads/{id}/events`).",
     )
     app.state.server = state

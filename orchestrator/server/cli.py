@@ -64,66 +64,173 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
     except UnicodeDecodeError:
         raise click.BadParameter(f"{tokens_file}: not UTF-8 text", param_hint="--tokens-file") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise click.BadParameter(f"{tokens_file}: expected a mapping of token: user_id strings", param_hint="--tokens-file")
+        raise click.BadParameter(
+            f"{tokens_file}: expected a mapping of token: user_id strings", param_hint="--tokens-file"
+        )
     return data
 
 
-@click.option("--path", default="agents", show_default=True, type=click.Path(path_type=Path), help="The definitions folder.")
-@click.option("--config", multiple=True, default=("configs/default.yaml",), show_default=True, help="Config YAML (repeat to merge).")
+@click.option(
+    "--path", default="agents", show_default=True, type=click.Path(path_type=Path), help="The definitions folder."
+)
+@click.option(
+    "--config",
+    multiple=True,
+    default=("configs/default.yaml",),
+    show_default=True,
+    help="Config YAML (repeat to merge).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--db", default=None, help="Storage: a SQLite file or a postgresql:// URL (default: the config's).")
 @click.option("--replay", default=None, metavar="CASSETTE", help="Answer model requests from a recorded cassette.")
-@click.option("--scripted", default=None, metavar="SCRIPT.json", help="Answer from a scripted model ('demo': the built-in script).")
-@click.option("--tokens-file", default=None, type=click.Path(path_type=Path, dir_okay=False),
-              help="YAML mapping token: user_id (adds to env ORCHESTRATOR_TOKENS).")  # fmt: skip
+@click.option(
+    "--scripted",
+    default=None,
+    metavar="SCRIPT.json",
+    help="Answer from a scripted model ('demo': the built-in script).",
+)
+@click.option(
+    "--tokens-file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML mapping token: user_id (adds to env ORCHESTRATOR_TOKENS).",
+)
 @click.option("--max-body-bytes", default=1_000_000, show_default=True, type=click.IntRange(1))
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-@click.option("--temporal", "temporal", envvar="ORCHESTRATOR_TEMPORAL", default=None, metavar="HOST:PORT",
-              help="Workers run the executions: hand them to this Temporal service (needs --db postgresql://... and --redis).")  # fmt: skip
-@click.option("--namespace", envvar="ORCHESTRATOR_TEMPORAL_NAMESPACE", default="default", show_default=True, help="Temporal namespace (with --temporal).")
-@click.option("--task-queue", envvar="ORCHESTRATOR_TASK_QUEUE", default="orchestrator", show_default=True, help="Temporal task queue the workers poll (with --temporal).")
-@click.option("--heartbeat-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds without a heartbeat before an execution moves to another worker (with --temporal).")  # fmt: skip
-@click.option("--redis", envvar="ORCHESTRATOR_REDIS", default=None, help="Redis URL for events across processes (with --temporal).")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="A Host name this server answers to (repeat; '*' for any). Default: the loopback names on loopback, any elsewhere.")
-@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
-              help="Another origin (https://app.example.com) whose pages may write and open sockets (repeat).")
-@click.option("--request-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1),
-              help="Seconds a client has to send a whole request (head and body) before its connection is closed.")
-@click.option("--max-connections", default=4096, show_default=True, type=click.IntRange(1),
-              help="Open connections at most; more are closed at once (kept under the file descriptor limit).")  # fmt: skip
-def _serve(path: Path, config: tuple[str, ...], host: str, port: int, db: str | None, replay: str | None,
-           scripted: str | None, tokens_file: Path | None, max_body_bytes: int, log_level: str,
-           temporal: str | None, namespace: str, task_queue: str, heartbeat_timeout: float, redis: str | None,
-           allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
-           request_timeout: float, max_connections: int) -> None:  # fmt: skip
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
+@click.option(
+    "--temporal",
+    "temporal",
+    envvar="ORCHESTRATOR_TEMPORAL",
+    default=None,
+    metavar="HOST:PORT",
+    help="Workers run the executions: hand them to this Temporal service (needs --db postgresql://... and --redis).",
+)
+@click.option(
+    "--namespace",
+    envvar="ORCHESTRATOR_TEMPORAL_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="Temporal namespace (with --temporal).",
+)
+@click.option(
+    "--task-queue",
+    envvar="ORCHESTRATOR_TASK_QUEUE",
+    default="orchestrator",
+    show_default=True,
+    help="Temporal task queue the workers poll (with --temporal).",
+)
+@click.option(
+    "--heartbeat-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds without a heartbeat before an execution moves to another worker (with --temporal).",
+)
+@click.option(
+    "--redis",
+    envvar="ORCHESTRATOR_REDIS",
+    default=None,
+    help="Redis URL for events across processes (with --temporal).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A Host name this server answers to (repeat; '*' for any). "
+    "Default: the loopback names on loopback, any elsewhere.",
+)
+@click.option(
+    "--allowed-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="URL",
+    help="Another origin (https://app.example.com) whose pages may write and open sockets (repeat).",
+)
+@click.option(
+    "--request-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds a client has to send a whole request (head and body) before its connection is closed.",
+)
+@click.option(
+    "--max-connections",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Open connections at most; more are closed at once (kept under the file descriptor limit).",
+)
+def _serve(
+    path: Path,
+    config: tuple[str, ...],
+    host: str,
+    port: int,
+    db: str | None,
+    replay: str | None,
+    scripted: str | None,
+    tokens_file: Path | None,
+    max_body_bytes: int,
+    log_level: str,
+    temporal: str | None,
+    namespace: str,
+    task_queue: str,
+    heartbeat_timeout: float,
+    redis: str | None,
+    allowed_hosts: tuple[str, ...],
+    allowed_origins: tuple[str, ...],
+    request_timeout: float,
+    max_connections: int,
+) -> None:
     """Serve the HTTP API, the per-thread WebSocket and the watch page."""
     import uvicorn
 
+    from ..cli_errors import errors_as_messages
     from ..runtime import Runtime
     from .app import create_app
     from .guard import LOOPBACK_HOSTS
     from .serving import server_config
-
-    from ..cli_errors import errors_as_messages
 
     tokens = _tokens(tokens_file)
     with _models(replay, scripted):
         with errors_as_messages(traceback=log_level == "debug"):  # a config or definitions error: one block
             runtime = Runtime.from_path(path, config=list(config), storage=_storage_url(db))
         options, broker = (
-            _temporal_and_broker(runtime, temporal, namespace, task_queue, heartbeat_timeout, redis) if temporal else (None, None)
+            _temporal_and_broker(runtime, temporal, namespace, task_queue, heartbeat_timeout, redis)
+            if temporal
+            else (None, None)
         )
         hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
-        app = create_app(runtime, tokens=tokens, max_body_bytes=max_body_bytes, own_runtime=True, temporal=options,
-                         broker=broker, allowed_hosts=hosts, allowed_origins=allowed_origins)  # fmt: skip
+        app = create_app(
+            runtime,
+            tokens=tokens,
+            max_body_bytes=max_body_bytes,
+            own_runtime=True,
+            temporal=options,
+            broker=broker,
+            allowed_hosts=hosts,
+            allowed_origins=allowed_origins,
+        )
         if not app.state.server.auth.enabled and not is_loopback(host):
-            raise click.UsageError(f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
-                                   "every thread. Set ORCHESTRATOR_TOKENS or --tokens-file, or serve on 127.0.0.1.")  # fmt: skip
-        settings = server_config(app, host=host, port=port, request_timeout=request_timeout, max_connections=max_connections,
-                                 log_level=log_level, access_log=log_level == "debug")  # fmt: skip
+            raise click.UsageError(
+                f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
+                "every thread. Set ORCHESTRATOR_TOKENS or --tokens-file, or serve on 127.0.0.1."
+            )
+        settings = server_config(
+            app,
+            host=host,
+            port=port,
+            request_timeout=request_timeout,
+            max_connections=max_connections,
+            log_level=log_level,
+            access_log=log_level == "debug",
+        )
         uvicorn.Server(settings).run()
 
 
@@ -137,21 +244,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _temporal_and_broker(runtime: Any, address: str, namespace: str, task_queue: str, heartbeat_timeout: float,
-                         redis: str | None) -> tuple[Any, Any]:  # fmt: skip
+def _temporal_and_broker(
+    runtime: Any, address: str, namespace: str, task_queue: str, heartbeat_timeout: float, redis: str | None
+) -> tuple[Any, Any]:
     from ..broker import RedisBroker
     from ..storage.postgres import PostgresStorage
 
     try:
         from ..temporal import TemporalOptions
     except ImportError:
-        raise click.UsageError("--temporal needs the Temporal SDK: pip install 'orchestrator-runtime[temporal]'") from None
+        raise click.UsageError(
+            "--temporal needs the Temporal SDK: pip install 'orchestrator-runtime[temporal]'"
+        ) from None
     if not isinstance(runtime.storage, PostgresStorage):
-        raise click.UsageError("--temporal needs PostgreSQL storage shared with the workers: pass --db postgresql://...")
+        raise click.UsageError(
+            "--temporal needs PostgreSQL storage shared with the workers: pass --db postgresql://..."
+        )
     redis = redis or runtime.settings.redis
     if not redis:
-        raise click.UsageError("--temporal needs Redis for events across processes: pass --redis redis://... (or ORCHESTRATOR_REDIS)")
-    options = TemporalOptions(address=address, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout)
+        raise click.UsageError(
+            "--temporal needs Redis for events across processes: pass --redis redis://... (or ORCHESTRATOR_REDIS)"
+        )
+    options = TemporalOptions(
+        address=address, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout
+    )
     return options, RedisBroker(redis)
 
 

@@ -44,8 +44,12 @@ class ApiError(Exception):
         self.field = field
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, "field": field}}, status_code=status, headers=headers)
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "field": field}}, status_code=status, headers=headers
+    )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -73,8 +77,15 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
-        return error_response(400, "invalid_json", f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}", "body")
-    problems = "; ".join(f"{_field(e['loc']) or 'request'}: {e['msg'].removeprefix('Value error, ')}" for e in errors[:5])
+        return error_response(
+            400,
+            "invalid_json",
+            f"request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}",
+            "body",
+        )
+    problems = "; ".join(
+        f"{_field(e['loc']) or 'request'}: {e['msg'].removeprefix('Value error, ')}" for e in errors[:5]
+    )
     return error_response(422, "invalid_request", problems, _field(first["loc"]) or None)
 
 

@@ -47,7 +47,9 @@ from .schemas import (
     json_depth,
 )
 
-_bearer_doc = HTTPBearer(auto_error=False, description="A token from ORCHESTRATOR_TOKENS (omit when the server runs without tokens)")
+_bearer_doc = HTTPBearer(
+    auto_error=False, description="A token from ORCHESTRATOR_TOKENS (omit when the server runs without tokens)"
+)
 _AUTH = error_responses(401)
 _THREAD = error_responses(401, 404, 422)
 
@@ -70,7 +72,9 @@ def server(request: Request) -> ServerState:
     return request.app.state.server  # type: ignore[no-any-return]
 
 
-def principal(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_doc)] = None) -> Principal:
+def principal(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_doc)] = None
+) -> Principal:
     return server(request).auth.principal(request)
 
 
@@ -95,17 +99,26 @@ def thread_out(srv: ServerState, thread: Thread) -> ThreadOut:
     record = thread.record
     live = thread.execution
     return ThreadOut(
-        id=record.id, agent=record.agent_id, agent_type=thread.agent.type, user_id=record.user_id,
-        arguments=record.arguments, status=record.status, running=srv.runs.running(record.id),
-        execution=live.snapshot if live is not None else record.execution, usage=record.usage,
-        created_at=record.created_at, updated_at=record.updated_at,
+        id=record.id,
+        agent=record.agent_id,
+        agent_type=thread.agent.type,
+        user_id=record.user_id,
+        arguments=record.arguments,
+        status=record.status,
+        running=srv.runs.running(record.id),
+        execution=live.snapshot if live is not None else record.execution,
+        usage=record.usage,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
     )
 
 
 # -- threads -----------------------------------------------------------------
 
 
-@router.post("/threads", status_code=201, response_model=ThreadOut, responses=error_responses(401, 403, 422), tags=["threads"])
+@router.post(
+    "/threads", status_code=201, response_model=ThreadOut, responses=error_responses(401, 403, 422), tags=["threads"]
+)
 async def create_thread(body: CreateThread, srv: Srv, who: Who) -> ThreadOut:
     """Create a thread of `agent`; with auth on, it belongs to the token's user."""
     user_id = body.user_id
@@ -125,10 +138,15 @@ async def create_thread(body: CreateThread, srv: Srv, who: Who) -> ThreadOut:
 
 @router.get("/threads", response_model=ThreadList, responses=error_responses(401, 422), tags=["threads"])
 async def list_threads(
-    srv: Srv, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0, le=10**9)] = 0
+    srv: Srv,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> ThreadList:
     """Your threads, newest first as storage orders them (all threads when auth is off)."""
-    records = await srv.runtime.list_threads(user_id=who.user_id if srv.auth.enabled else None, limit=limit, offset=offset)
+    records = await srv.runtime.list_threads(
+        user_id=who.user_id if srv.auth.enabled else None, limit=limit, offset=offset
+    )
     threads = []
     for record in records:
         if record.agent_id in srv.runtime.definitions.agents:  # skip threads of agents no longer defined
@@ -150,7 +168,9 @@ _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/threads/{thread_id}/messages", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"])
+@router.post(
+    "/threads/{thread_id}/messages", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"]
+)
 async def send_message(thread_id: ThreadId, body: SendMessage, srv: Srv, who: Who, wait: Wait = False) -> JSONResponse:
     """The person's message (ai_human threads), then side a's turn, in the background."""
     thread = await find_thread(srv, who, thread_id)
@@ -158,11 +178,15 @@ async def send_message(thread_id: ThreadId, body: SendMessage, srv: Srv, who: Wh
     return await _start(srv, thread, body.text, wait)
 
 
-@router.post("/threads/{thread_id}/run", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"])
+@router.post(
+    "/threads/{thread_id}/run", status_code=202, response_model=None, responses=_RUN_RESPONSES, tags=["executions"]
+)
 async def run_thread(thread_id: ThreadId, srv: Srv, who: Who, wait: Wait = False) -> JSONResponse:
     """Run a dual_ai thread until its execution stops, in the background."""
     thread = await find_thread(srv, who, thread_id)
-    _require_type(thread, "dual_ai", "this thread's agent is ai_human: POST /threads/{id}/messages sends the person's turn")
+    _require_type(
+        thread, "dual_ai", "this thread's agent is ai_human: POST /threads/{id}/messages sends the person's turn"
+    )
     return await _start(srv, thread, None, wait)
 
 
@@ -224,7 +248,9 @@ async def stop_thread(thread_id: ThreadId, srv: Srv, who: Who) -> Control:
     thread = await find_thread(srv, who, thread_id)
     if isinstance(srv.runs, QueuedRuns):
         running = await _queued_control(srv.runs, thread, None)
-        return Control(thread_id=thread.id, running=running, detail="stop requested: it applies to the running and queued requests")
+        return Control(
+            thread_id=thread.id, running=running, detail="stop requested: it applies to the running and queued requests"
+        )
     stopped = srv.runs.stop(thread)
     return Control(thread_id=thread.id, running=stopped, detail="stop requested" if stopped else "not running")
 
@@ -244,7 +270,9 @@ async def force_turn(thread_id: ThreadId, body: ForceTurn, srv: Srv, who: Who) -
 
 @router.get("/threads/{thread_id}/messages", response_model=MessagesPage, responses=_THREAD, tags=["threads"])
 async def get_messages(
-    thread_id: ThreadId, srv: Srv, who: Who,
+    thread_id: ThreadId,
+    srv: Srv,
+    who: Who,
     limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
     order: Literal["asc", "desc"] = "asc",
@@ -252,7 +280,9 @@ async def get_messages(
     max_depth: Annotated[int | None, Query(ge=0, le=100)] = None,
 ) -> MessagesPage:
     thread = await find_thread(srv, who, thread_id)
-    page = await thread.get_messages(limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth)
+    page = await thread.get_messages(
+        limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+    )
     return MessagesPage(messages=page.messages, total=page.total, has_more=page.has_more)
 
 
@@ -305,17 +335,28 @@ async def list_agents(srv: Srv, who: Who) -> AgentList:
     agents = []
     for name, agent in sorted(srv.runtime.definitions.agents.items()):
         args = agent.args if agent.args is not None and agent.args is not MessageArgs else None
-        agents.append(AgentOut(
-            name=name, type=agent.type, title=agent.title, side_a=_side(agent.side_a),
-            side_b=_side(agent.side_b) if agent.side_b else None, max_session_turns=agent.max_session_turns,
-            arguments=args.model_json_schema() if args is not None else None,
-        ))
+        agents.append(
+            AgentOut(
+                name=name,
+                type=agent.type,
+                title=agent.title,
+                side_a=_side(agent.side_a),
+                side_b=_side(agent.side_b) if agent.side_b else None,
+                max_session_turns=agent.max_session_turns,
+                arguments=args.model_json_schema() if args is not None else None,
+            )
+        )
     return AgentList(agents=agents)
 
 
 def _side(side: Any) -> SideOut:
-    return SideOut(prompt=side.prompt, stop_on_response=side.stop_on_response, stop_tool=side.stop_tool,
-                   end_conversation_tool=side.end_conversation_tool, max_steps=side.max_steps)  # fmt: skip
+    return SideOut(
+        prompt=side.prompt,
+        stop_on_response=side.stop_on_response,
+        stop_tool=side.stop_tool,
+        end_conversation_tool=side.end_conversation_tool,
+        max_steps=side.max_steps,
+    )
 
 
 @router.get("/tools", response_model=ToolList, responses=_AUTH, tags=["catalog"])
@@ -333,5 +374,13 @@ async def list_tools(srv: Srv, who: Who) -> ToolList:
         except SchemaError:
             parameters = None
         progress = defn.progress_argument if isinstance(defn, ToolDefinition) else None
-        tools.append(ToolOut(name=name, kind=callable_kind(defn), description=callable_description(defn), parameters=parameters, progress_argument=progress))  # type: ignore[arg-type]
+        tools.append(
+            ToolOut(
+                name=name,
+                kind=callable_kind(defn),
+                description=callable_description(defn),
+                parameters=parameters,
+                progress_argument=progress,
+            )
+        )  # type: ignore[arg-type]
     return ToolList(tools=tools)

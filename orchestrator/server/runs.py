@@ -33,7 +33,9 @@ class Runs:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
-        self._forced: dict[str, SideName] = {}  # force_turn asked while idle (see bugs.md: Thread._forced is per handle)
+        self._forced: dict[
+            str, SideName
+        ] = {}  # force_turn asked while idle (see bugs.md: Thread._forced is per handle)
 
     def running(self, thread_id: str) -> bool:
         task = self._tasks.get(thread_id)
@@ -42,7 +44,9 @@ class Runs:
     def start(self, thread: Thread, text: str | None) -> asyncio.Task[ExecutionResult]:
         """Start `thread.run()` (text None) or `thread.send(text)` in the background."""
         if self.running(thread.id):
-            raise ThreadBusyError(f"thread {thread.id} is already running an execution; stop it or wait for execution_stopped")
+            raise ThreadBusyError(
+                f"thread {thread.id} is already running an execution; stop it or wait for execution_stopped"
+            )
         forced = self._forced.pop(thread.id, None)
         if forced is not None:
             thread.force_turn(forced)
@@ -124,7 +128,9 @@ class QueuedRuns(Runs):
     async def submit(self, thread: Thread, text: str | None, *, wait: bool = False) -> ExecutionResult | None:
         """Queue a run or a person's message; with `wait`, the result once it ended."""
         await self._runtime.open()
-        await self._runtime.services.bus.flush(thread.id)  # the API side's events first: the worker numbers on from them
+        await self._runtime.services.bus.flush(
+            thread.id
+        )  # the API side's events first: the worker numbers on from them
         last_flow = await self._last_flow(thread.id)
         if not wait:
             await self.requests.submit(thread.id, text, last_flow=last_flow)
@@ -165,11 +171,17 @@ class QueuedRuns(Runs):
         output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
         ran = snap is not None and snap.flow_id == flow_id
         return ExecutionResult(
-            thread_id=thread_id, flow_id=flow_id, stopped_by=snap.stopped_by if ran else None,
-            reason=(snap.reason if ran else None) or "rest", step_count=snap.step_count if ran else 0,
-            side_a_step_count=snap.side_a_step_count if ran else 0, side_b_step_count=snap.side_b_step_count if ran else 0,
-            usage=record.usage, output=output, new_messages=new,
-        )  # fmt: skip
+            thread_id=thread_id,
+            flow_id=flow_id,
+            stopped_by=snap.stopped_by if ran else None,
+            reason=(snap.reason if ran else None) or "rest",
+            step_count=snap.step_count if ran else 0,
+            side_a_step_count=snap.side_a_step_count if ran else 0,
+            side_b_step_count=snap.side_b_step_count if ran else 0,
+            usage=record.usage,
+            output=output,
+            new_messages=new,
+        )
 
 
 class QueuedRequestFailed(RuntimeError):

@@ -67,11 +67,15 @@ class CreateThread(_Strict):
     arguments: Annotated[dict[str, Any], AfterValidator(_shallow)] = Field(
         default_factory=dict, description="The agent's arguments"
     )
-    user_id: str | None = Field(default=None, max_length=200, description="Owner; with auth on it must be the token's user or omitted")
+    user_id: str | None = Field(
+        default=None, max_length=200, description="Owner; with auth on it must be the token's user or omitted"
+    )
 
 
 class SendMessage(_Strict):
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, pattern=r"\S", description="The person's message (ai_human agents)")
+    text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, pattern=r"\S", description="The person's message (ai_human agents)"
+    )
 
 
 class SetValue(_Strict):
@@ -80,7 +84,9 @@ class SetValue(_Strict):
 
 class SetEnv(_Strict):
     value: str = Field(max_length=10_000)
-    type: Literal["text", "secret"] | None = Field(default=None, description="Omitted: keep the existing type, or secret for a new name")
+    type: Literal["text", "secret"] | None = Field(
+        default=None, description="Omitted: keep the existing type, or secret for a new name"
+    )
 
 
 class ForceTurn(_Strict):

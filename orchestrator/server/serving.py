@@ -113,11 +113,25 @@ def _fit_to_fd_limit(wanted: int) -> int:
 
 
 def server_config(
-    app: Any, *, host: str = "127.0.0.1", port: int = 8000, request_timeout: float = REQUEST_TIMEOUT,
-    max_connections: int = MAX_CONNECTIONS, log_level: str = "warning", access_log: bool = False, **extra: Any,
-) -> uvicorn.Config:  # fmt: skip
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    request_timeout: float = REQUEST_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+    log_level: str = "warning",
+    access_log: bool = False,
+    **extra: Any,
+) -> uvicorn.Config:
     """The uvicorn settings `orchestrator serve` and `LiveServer` share."""
     return uvicorn.Config(
-        app, host=host, port=port, http=guarded_protocol(request_timeout, max_connections), ws_max_size=64 * 1024,
-        timeout_keep_alive=5, log_level=log_level, access_log=access_log, **extra,
+        app,
+        host=host,
+        port=port,
+        http=guarded_protocol(request_timeout, max_connections),
+        ws_max_size=64 * 1024,
+        timeout_keep_alive=5,
+        log_level=log_level,
+        access_log=access_log,
+        **extra,
     )

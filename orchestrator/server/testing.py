@@ -32,10 +32,12 @@ class LiveServer:
         self.ws_url = f"ws://127.0.0.1:{self.port}"
         config = server_config(app, lifespan="on", **limits)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="live-server")
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="live-server"
+        )
         self._timeout = startup_timeout
 
-    def __enter__(self) -> LiveServer:  # noqa: PYI034
+    def __enter__(self) -> LiveServer:
         self._thread.start()
         deadline = time.monotonic() + self._timeout
         while not self._server.started:  # set by uvicorn once the lifespan has started
@@ -44,7 +46,9 @@ class LiveServer:
             time.sleep(0.02)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=30)
         self._sock.close()

@@ -16,16 +16,40 @@ from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyEr
 from .owners import owner_gone
 
 THREAD_COLUMNS = (
-    "id", "agent_id", "user_id", "arguments", "parent_id", "depth",
-    "status", "execution", "usage", "created_at", "updated_at",
-)  # fmt: skip
+    "id",
+    "agent_id",
+    "user_id",
+    "arguments",
+    "parent_id",
+    "depth",
+    "status",
+    "execution",
+    "usage",
+    "created_at",
+    "updated_at",
+)
 _THREAD_JSON = frozenset({"arguments", "execution", "usage"})
 
 MESSAGE_COLUMNS = (
-    "thread_id", "seq", "id", "side", "role", "content", "tool_calls", "tool_call_id", "name",
-    "tool_status", "attachments", "provider_blocks", "silent", "depth", "flow_id", "metadata",
-    "created_at", "updated_at",
-)  # fmt: skip
+    "thread_id",
+    "seq",
+    "id",
+    "side",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "tool_status",
+    "attachments",
+    "provider_blocks",
+    "silent",
+    "depth",
+    "flow_id",
+    "metadata",
+    "created_at",
+    "updated_at",
+)
 _MESSAGE_JSON = frozenset({"tool_calls", "attachments", "provider_blocks", "metadata"})
 
 

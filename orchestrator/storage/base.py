@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..messages import (
-    Event,
     EnvType,
     EnvValue,
+    Event,
     Message,
     MessagesResult,
     ThreadRecord,

@@ -100,7 +100,11 @@ class PostgresStorage(Storage):
         # included, for as long as it stays stopped: it can sit inside an extended-protocol query ("active",
         # waiting for the client) as well as "idle in transaction". Bound both, and bound lock waits, so the
         # server ends such a session and the next attempt takes the thread (found by the SIGSTOP worker test).
-        settings = {"statement_timeout": "15000", "idle_in_transaction_session_timeout": "5000", "lock_timeout": "15000"}
+        settings = {
+            "statement_timeout": "15000",
+            "idle_in_transaction_session_timeout": "5000",
+            "lock_timeout": "15000",
+        }
         if self.schema:
             settings["search_path"] = self.schema
             conn = await asyncpg.connect(self.dsn)
@@ -170,8 +174,11 @@ class PostgresStorage(Storage):
         rows = await self._p().fetch(
             "SELECT * FROM threads WHERE ($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR status = $2) "
             "ORDER BY created_at, id LIMIT $3 OFFSET $4",
-            user_id, status, limit, offset,
-        )  # fmt: skip
+            user_id,
+            status,
+            limit,
+            offset,
+        )
         return [c.thread_from_row(r) for r in rows]
 
     # -- messages --------------------------------------------------------------
@@ -210,8 +217,10 @@ class PostgresStorage(Storage):
             rows = await conn.fetch(
                 f"SELECT {_MSG_COLS} FROM messages WHERE {cond} ORDER BY seq {order.upper()} "
                 f"LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}",
-                *args, limit, offset,
-            )  # fmt: skip
+                *args,
+                limit,
+                offset,
+            )
         messages = [c.message_from_row(r) for r in rows]
         return MessagesResult(messages=messages, total=total, has_more=c.has_more(offset, len(messages), total))
 
@@ -239,8 +248,10 @@ class PostgresStorage(Storage):
             await conn.execute(
                 "INSERT INTO thread_values (thread_id, key, value) VALUES ($1, $2, $3) "
                 "ON CONFLICT (thread_id, key) DO UPDATE SET value = excluded.value",
-                thread_id, key, c.dumps(value),
-            )  # fmt: skip
+                thread_id,
+                key,
+                c.dumps(value),
+            )
 
     # -- env values ------------------------------------------------------------
 
@@ -248,8 +259,10 @@ class PostgresStorage(Storage):
         c.check_env_args(scope)
         row = await self._p().fetchrow(
             "SELECT name, value, type FROM env_values WHERE scope = $1 AND owner_id = $2 AND name = $3",
-            scope, owner_id, name,
-        )  # fmt: skip
+            scope,
+            owner_id,
+            name,
+        )
         return None if row is None else EnvValue(name=row["name"], value=row["value"], type=row["type"])
 
     async def set_env(self, scope: Scope, owner_id: str, name: str, value: str, type: EnvType) -> None:
@@ -257,15 +270,20 @@ class PostgresStorage(Storage):
         await self._p().execute(
             "INSERT INTO env_values (scope, owner_id, name, value, type) VALUES ($1, $2, $3, $4, $5) "
             "ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = excluded.value, type = excluded.type",
-            scope, owner_id, name, value, type,
-        )  # fmt: skip
+            scope,
+            owner_id,
+            name,
+            value,
+            type,
+        )
 
     async def list_env(self, scope: Scope, owner_id: str) -> list[EnvValue]:
         c.check_env_args(scope)
         rows = await self._p().fetch(
-            "SELECT name, value, type FROM env_values WHERE scope = $1 AND owner_id = $2 ORDER BY name COLLATE \"C\"",
-            scope, owner_id,
-        )  # fmt: skip
+            'SELECT name, value, type FROM env_values WHERE scope = $1 AND owner_id = $2 ORDER BY name COLLATE "C"',
+            scope,
+            owner_id,
+        )
         return [EnvValue(name=r["name"], value=r["value"], type=r["type"]) for r in rows]
 
     # -- files -----------------------------------------------------------------
@@ -279,9 +297,15 @@ class PostgresStorage(Storage):
                 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (thread_id, id) DO UPDATE SET "
                 "name = excluded.name, mime_type = excluded.mime_type, size = excluded.size, "
                 "width = excluded.width, height = excluded.height, data = excluded.data",
-                thread_id, stored.id, stored.name, stored.mime_type,
-                stored.size, stored.width, stored.height, bytes(data),
-            )  # fmt: skip
+                thread_id,
+                stored.id,
+                stored.name,
+                stored.mime_type,
+                stored.size,
+                stored.width,
+                stored.height,
+                bytes(data),
+            )
         return stored
 
     async def get_file(self, thread_id: str, file_id: str) -> tuple[AttachmentRef, bytes]:
@@ -289,9 +313,13 @@ class PostgresStorage(Storage):
         if row is None:
             raise c.file_not_found(thread_id, file_id)
         ref = AttachmentRef(
-            id=row["id"], name=row["name"], mime_type=row["mime_type"], size=row["size"],
-            width=row["width"], height=row["height"],
-        )  # fmt: skip
+            id=row["id"],
+            name=row["name"],
+            mime_type=row["mime_type"],
+            size=row["size"],
+            width=row["width"],
+            height=row["height"],
+        )
         return ref, bytes(row["data"])
 
     # -- event log -------------------------------------------------------------
@@ -359,8 +387,10 @@ class PostgresStorage(Storage):
         """Releasing a lease we no longer hold is a no-op: the new owner keeps it."""
         await self._p().execute(
             "UPDATE leases SET owner = NULL, expires_at = 0 WHERE thread_id = $1 AND owner = $2 AND token = $3",
-            lease.thread_id, lease.owner, lease.token,
-        )  # fmt: skip
+            lease.thread_id,
+            lease.owner,
+            lease.token,
+        )
 
 
 # -- statements shared by the methods (conn is a connection or the pool) ---------
@@ -414,8 +444,12 @@ async def _insert_events(conn: Any, events: list[Event]) -> None:
         try:
             await conn.execute(
                 "INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5)",
-                e.thread_id, e.seq, e.type, c.dumps(e.model_dump(mode="json")["data"]), e.at,
-            )  # fmt: skip
+                e.thread_id,
+                e.seq,
+                e.type,
+                c.dumps(e.model_dump(mode="json")["data"]),
+                e.at,
+            )
         except asyncpg.UniqueViolationError as exc:
             raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
 
@@ -428,5 +462,8 @@ async def _lease_row(conn: Any, thread_id: str, lock: Literal["FOR UPDATE", "FOR
 async def _store_lease(conn: Any, lease: Lease) -> None:
     await conn.execute(
         "UPDATE leases SET owner = $2, token = $3, expires_at = $4 WHERE thread_id = $1",
-        lease.thread_id, lease.owner, lease.token, lease.expires_at,
-    )  # fmt: skip
+        lease.thread_id,
+        lease.owner,
+        lease.token,
+        lease.expires_at,
+    )

@@ -403,9 +403,13 @@ def _get_file(conn: sqlite3.Connection, thread_id: str, file_id: str) -> tuple[A
     if row is None:
         raise c.file_not_found(thread_id, file_id)
     ref = AttachmentRef(
-        id=row["id"], name=row["name"], mime_type=row["mime_type"], size=row["size"],
-        width=row["width"], height=row["height"],
-    )  # fmt: skip
+        id=row["id"],
+        name=row["name"],
+        mime_type=row["mime_type"],
+        size=row["size"],
+        width=row["width"],
+        height=row["height"],
+    )
     return ref, bytes(row["data"])
 
 

@@ -50,9 +50,12 @@ class TemporalOptions(BaseModel):
 
     def timeouts(self) -> ActivityTimeouts:
         return ActivityTimeouts(
-            heartbeat_seconds=self.heartbeat_timeout, start_to_close_seconds=self.start_to_close_timeout,
-            retry_initial_seconds=self.retry_initial, retry_max_seconds=self.retry_max, max_attempts=self.max_attempts,
-        )  # fmt: skip
+            heartbeat_seconds=self.heartbeat_timeout,
+            start_to_close_seconds=self.start_to_close_timeout,
+            retry_initial_seconds=self.retry_initial,
+            retry_max_seconds=self.retry_max,
+            max_attempts=self.max_attempts,
+        )
 
 
 class TemporalUnavailable(RuntimeError):
@@ -87,10 +90,14 @@ class ThreadRequests:
         request = Request(id=_request_id(), text=text)
         try:
             await self.client.start_workflow(
-                ThreadWorkflow.run, self._start(thread_id, last_flow), id=workflow_id(thread_id),
-                task_queue=self.options.task_queue, start_signal="submit", start_signal_args=[request],
+                ThreadWorkflow.run,
+                self._start(thread_id, last_flow),
+                id=workflow_id(thread_id),
+                task_queue=self.options.task_queue,
+                start_signal="submit",
+                start_signal_args=[request],
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )  # fmt: skip
+            )
         except Exception as exc:
             raise TemporalUnavailable(f"could not queue the request for thread {thread_id}: {exc}") from exc
         return request.id
@@ -100,14 +107,19 @@ class ThreadRequests:
     ) -> Outcome:
         request = Request(id=_request_id(), text=text)
         start = WithStartWorkflowOperation(
-            ThreadWorkflow.run, self._start(thread_id, last_flow), id=workflow_id(thread_id),
-            task_queue=self.options.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )  # fmt: skip
+            ThreadWorkflow.run,
+            self._start(thread_id, last_flow),
+            id=workflow_id(thread_id),
+            task_queue=self.options.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
         try:
             handle = await self.client.start_update_with_start_workflow(
-                ThreadWorkflow.submit_and_wait, request, start_workflow_operation=start,
+                ThreadWorkflow.submit_and_wait,
+                request,
+                start_workflow_operation=start,
                 wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-            )  # fmt: skip
+            )
         except Exception as exc:
             raise TemporalUnavailable(f"could not queue the request for thread {thread_id}: {exc}") from exc
         return await handle.result(rpc_timeout=timedelta(seconds=timeout) if timeout else None)
@@ -120,10 +132,14 @@ class ThreadRequests:
         """Give `side` the next turn: of the running execution, or of the next one."""
         try:
             await self.client.start_workflow(
-                ThreadWorkflow.run, self._start(thread_id, last_flow), id=workflow_id(thread_id),
-                task_queue=self.options.task_queue, start_signal="force_turn", start_signal_args=[side],
+                ThreadWorkflow.run,
+                self._start(thread_id, last_flow),
+                id=workflow_id(thread_id),
+                task_queue=self.options.task_queue,
+                start_signal="force_turn",
+                start_signal_args=[side],
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )  # fmt: skip
+            )
         except Exception as exc:
             raise TemporalUnavailable(f"could not deliver force-turn to thread {thread_id}: {exc}") from exc
 

@@ -30,9 +30,17 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 __all__ = [
-    "EXECUTE_ACTIVITY", "WORKFLOW_NAME", "ActivityTimeouts", "Controls", "ExecutionInput", "Outcome", "Request",
-    "ThreadRun", "ThreadWorkflow", "workflow_id",
-]  # fmt: skip
+    "EXECUTE_ACTIVITY",
+    "WORKFLOW_NAME",
+    "ActivityTimeouts",
+    "Controls",
+    "ExecutionInput",
+    "Outcome",
+    "Request",
+    "ThreadRun",
+    "ThreadWorkflow",
+    "workflow_id",
+]
 
 WORKFLOW_NAME = "orchestrator.thread"
 EXECUTE_ACTIVITY = "orchestrator.execute"
@@ -151,8 +159,11 @@ class ThreadWorkflow:
             )
             try:
                 self._activity = workflow.start_activity(
-                    EXECUTE_ACTIVITY, given, result_type=Outcome, **self._options(),
-                )  # fmt: skip
+                    EXECUTE_ACTIVITY,
+                    given,
+                    result_type=Outcome,
+                    **self._options(),
+                )
                 return await self._activity
             except ActivityError as exc:
                 if request.stop is not None and given.stop is None:

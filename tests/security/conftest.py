@@ -15,4 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def runtime(tmp_path: Path) -> Runtime:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    return Runtime.from_path(ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'sec.db'}")
+    return Runtime.from_path(
+        ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'sec.db'}"
+    )

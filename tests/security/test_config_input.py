@@ -48,7 +48,10 @@ def test_alias_bomb_is_refused_without_expanding(tmp_path: Path) -> None:
 
 def test_merge_key_alias_is_refused_too(tmp_path: Path) -> None:
     path = tmp_path / "merge.yaml"
-    path.write_text(GOOD.replace("models:\n", "base: &base {provider: openai}\nmodels:\n  n: {<<: *base, model: x}\n"), encoding="utf-8")
+    path.write_text(
+        GOOD.replace("models:\n", "base: &base {provider: openai}\nmodels:\n  n: {<<: *base, model: x}\n"),
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="aliases"):
         load_config(path)
 

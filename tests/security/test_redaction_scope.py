@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import structlog
 from pydantic import BaseModel
+from support import definitions
+from test_faults_provider import OPENAI_KEY, C, R, Rig
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.env import Redactor, SecretScopes
 from orchestrator.logs import configure_logging
-from support import definitions
-from test_faults_provider import OPENAI_KEY, C, R, Rig
 
 BOB_LONG = "lookup_order"  # 12 characters: redacted wherever it occurs, in Bob's thread
 BOB_SHORT = "order"  # 5 characters: redacted as a whole word, in Bob's thread
@@ -72,10 +72,14 @@ def log_output() -> Any:
         structlog.reset_defaults()
 
 
-async def test_bobs_secret_does_not_rewrite_alices_data(tmp_path: Path, process_secret: str, log_output: io.StringIO) -> None:
+async def test_bobs_secret_does_not_rewrite_alices_data(
+    tmp_path: Path, process_secret: str, log_output: io.StringIO
+) -> None:
     script = [
-        R(tool_calls=[C("reveal", {})]), R(text="bob done"),  # Bob's thread reads his secrets
-        R(tool_calls=[C("lookup_order", {"q": "42"})]), R(text="alice done"),  # then Alice looks up her order
+        R(tool_calls=[C("reveal", {})]),
+        R(text="bob done"),  # Bob's thread reads his secrets
+        R(tool_calls=[C("lookup_order", {"q": "42"})]),
+        R(text="alice done"),  # then Alice looks up her order
     ]
     rig = Rig(tmp_path, script, make_defs=_defs)
     async with rig:
@@ -119,14 +123,21 @@ async def test_a_sub_agents_secret_stays_out_of_its_parent(tmp_path: Path) -> No
 
         inner = define_prompt(prompt="inner", tool_description="t", tools=("peek",))
         outer = define_prompt(prompt="outer", tool_description="t", tools=("helper",))
-        helper = define_agent(type="ai_human", side_a=Side("inner", max_steps=3), expose_as_tool=True, tool_description="helps")
+        helper = define_agent(
+            type="ai_human", side_a=Side("inner", max_steps=3), expose_as_tool=True, tool_description="helps"
+        )
         return definitions(
             tools={"peek": define_tool(description="p", args=Q, execute=peek)},
             prompts={"inner": inner, "outer": outer},
             agents={"ag": define_agent(type="ai_human", side_a=Side("outer", max_steps=4)), "helper": helper},
         )
 
-    script = [R(tool_calls=[C("helper", {"message": "go"})]), R(tool_calls=[C("peek", {})]), R(text=f"the token was {secret}"), R(text="done")]
+    script = [
+        R(tool_calls=[C("helper", {"message": "go"})]),
+        R(tool_calls=[C("peek", {})]),
+        R(text=f"the token was {secret}"),
+        R(text="done"),
+    ]
     rig = Rig(tmp_path, script, make_defs=make)
     async with rig:
         assert rig.runtime is not None

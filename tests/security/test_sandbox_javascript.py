@@ -99,7 +99,7 @@ async def test_js_cannot_reach_a_loopback_port(listener):
     [
         "export default () => typeof process === 'undefined' ? 'none' : JSON.stringify(process.env)",
         "import * as std from 'qjs:std'; export default () => JSON.stringify(std.getenviron())",
-        "import * as std from 'std'; export default () => std.getenv('%s')" % _SECRET_NAME,
+        "import * as std from 'std'; export default () => std.getenv('" + _SECRET_NAME + "')",
         "import * as os from 'qjs:os'; export default () => os.readdir('/proc/self')",
         "export default () => JSON.stringify(Object.getOwnPropertyNames(globalThis))",
     ],

@@ -205,7 +205,7 @@ async def test_whatever_the_guest_writes_on_the_channel_is_a_guest_outcome(forge
 async def test_a_guest_written_result_keeps_the_console_cap():
     forged = json.dumps({"status": "ok", "value": 1, "console": "z" * (1 << 20)}).encode()
     source = _BYPASS + (
-        "def alive(n):\n    try:\n        os_['fstat'](n)\n        return True\n    except OSError:\n        return False\n"
+        "def alive(n):\n    try:\n        os_['fstat'](n)\n        return True\n    except OSError:\n        return False\n"  # noqa: E501
         f"fd = [n for n in range(3, 64) if alive(n)][0]  # the result pipe is the only one left open\n"
         f"os_['write'](fd, {forged!r})\nos_['_exit'](0)\n"
     )

@@ -34,7 +34,12 @@ def alices(client: TestClient) -> str:
     res = client.post("/threads", json={"agent": "support_demo"}, headers=ALICE)
     assert res.status_code == 201
     tid = str(res.json()["id"])
-    assert client.put(f"/threads/{tid}/env/API_SECRET", json={"value": "alice-private-value-55"}, headers=ALICE).status_code == 200
+    assert (
+        client.put(
+            f"/threads/{tid}/env/API_SECRET", json={"value": "alice-private-value-55"}, headers=ALICE
+        ).status_code
+        == 200
+    )
     return tid
 
 
@@ -53,11 +58,24 @@ def _routes(tid: str) -> list[tuple[str, str, dict | None]]:
     ]
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic YWxpY2U6eA=="},
-                                     {"Authorization": "Bearer alice-token-7c1e0"}, {"Authorization": "Bearer alice-token-7c1e0dX"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic YWxpY2U6eA=="},
+        {"Authorization": "Bearer alice-token-7c1e0"},
+        {"Authorization": "Bearer alice-token-7c1e0dX"},
+    ],
+)
 def test_every_route_wants_a_valid_token(client: TestClient, alices: str, headers: dict[str, str]) -> None:
-    for method, path, body in [*_routes(alices), ("GET", "/threads", None), ("POST", "/threads", {"agent": "support_demo"}),
-                               ("GET", "/agents", None), ("GET", "/tools", None)]:  # fmt: skip
+    for method, path, body in [
+        *_routes(alices),
+        ("GET", "/threads", None),
+        ("POST", "/threads", {"agent": "support_demo"}),
+        ("GET", "/agents", None),
+        ("GET", "/tools", None),
+    ]:
         res = client.request(method, path, json=body, headers=headers)
         assert res.status_code == 401, (method, path, res.status_code)
         assert res.headers["www-authenticate"] == "Bearer"

@@ -26,33 +26,52 @@ from orchestrator.server.testing import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAYLOADS = [
     '<img src=x onerror="window.__xss=1">',
     "<script>window.__xss=2</script>",
     '"><svg onload="window.__xss=3">',
-    "<iframe srcdoc=\"<script>parent.__xss=4</script>\"></iframe>",
+    '<iframe srcdoc="<script>parent.__xss=4</script>"></iframe>',
 ]
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
+)
 
 
 def _script(tmp_path: Path) -> Path:
     hostile = " ".join(PAYLOADS)
     script = {
         "sides": [
-            {"match": "customer support agent", "responses": [
-                {"text": f"Hello {hostile}"},
-                {"text": PAYLOADS[0], "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": PAYLOADS[1]}}]},
-                {"text": f"Done {PAYLOADS[2]}"},
-            ]},
-            {"match": "customer of an online shop", "responses": [
-                {"text": f"Hi {PAYLOADS[3]}"},
-                {"text": "Bye", "tool_calls": [{"name": "end_chat", "arguments": {"reason": hostile}}]},
-            ]},
+            {
+                "match": "customer support agent",
+                "responses": [
+                    {"text": f"Hello {hostile}"},
+                    {
+                        "text": PAYLOADS[0],
+                        "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": PAYLOADS[1]}}],
+                    },
+                    {"text": f"Done {PAYLOADS[2]}"},
+                ],
+            },
+            {
+                "match": "customer of an online shop",
+                "responses": [
+                    {"text": f"Hi {PAYLOADS[3]}"},
+                    {"text": "Bye", "tool_calls": [{"name": "end_chat", "arguments": {"reason": hostile}}]},
+                ],
+            },
         ],
         "default": {"text": hostile},
-    }  # fmt: skip
+    }
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(script), encoding="utf-8")
     return path
@@ -61,7 +80,9 @@ def _script(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    runtime = Runtime.from_path(ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'xss.db'}")
+    runtime = Runtime.from_path(
+        ROOT / "agents", config=ROOT / "configs/default.yaml", storage=f"sqlite:///{tmp_path / 'xss.db'}"
+    )
     app = create_app(runtime, tokens={"xss-token": "xss-user"}, own_runtime=True, allowed_hosts=LOOPBACK_HOSTS)
     with scripted_model(_script(tmp_path)).serving(), LiveServer(app) as live:
         yield live
@@ -93,10 +114,15 @@ def test_hostile_model_output_is_shown_as_text_and_never_runs(server: LiveServer
             expect(page.locator("#status")).to_contain_text("stopped")
             expect(page.locator(".msg.side-a").first).to_contain_text(PAYLOADS[0])
             assert page.evaluate("window.__xss") is None
-            injected = page.evaluate("document.querySelectorAll('#messages img, #messages svg, #messages iframe, #messages script').length")
+            injected = page.evaluate(
+                "document.querySelectorAll('#messages img, #messages svg, #messages iframe, #messages script').length"
+            )
             assert injected == 0
-            inline = page.evaluate("""() => { try { const s = document.createElement('script'); s.textContent = 'window.__inline = 1';
-                                   document.body.appendChild(s); } catch (e) {} return window.__inline ?? null; }""")
+            inline = page.evaluate(
+                """() => { try { const s = document.createElement('script');
+                s.textContent = 'window.__inline = 1'; document.body.appendChild(s); } catch (e) {}
+                return window.__inline ?? null; }"""
+            )
             assert inline is None  # the policy refuses inline script even if some day markup got through
         finally:
             browser.close()

@@ -54,7 +54,10 @@ def test_loopback_names_are_served(client: TestClient, host: str) -> None:
 
 
 def test_websocket_from_another_origin_is_refused(client: TestClient, thread_id: str) -> None:
-    with pytest.raises(WebSocketDisconnect) as denied, client.websocket_connect(f"ws://127.0.0.1:8000/threads/{thread_id}/events", headers={"Origin": EVIL}):
+    with (
+        pytest.raises(WebSocketDisconnect) as denied,
+        client.websocket_connect(f"ws://127.0.0.1:8000/threads/{thread_id}/events", headers={"Origin": EVIL}),
+    ):
         pass
     assert denied.value.status_code == 403  # type: ignore[attr-defined]  # the HTTP denial, as for a stranger's token
     assert denied.value.json()["error"]["code"] == "cross_origin"  # type: ignore[attr-defined]
@@ -68,7 +71,10 @@ def test_websocket_from_the_page_itself_or_no_browser_is_accepted(client: TestCl
 
 def test_websocket_on_a_rebound_host_is_refused(client: TestClient, thread_id: str) -> None:
     headers = {"Host": "attacker.example:8000", "Origin": "http://attacker.example:8000"}
-    with pytest.raises(WebSocketDisconnect), client.websocket_connect(f"ws://127.0.0.1:8000/threads/{thread_id}/events", headers=headers):
+    with (
+        pytest.raises(WebSocketDisconnect),
+        client.websocket_connect(f"ws://127.0.0.1:8000/threads/{thread_id}/events", headers=headers),
+    ):
         pass
 
 
@@ -83,7 +89,9 @@ def test_websocket_on_a_rebound_host_is_refused(client: TestClient, thread_id: s
         {"Content-Type": "application/x-www-form-urlencoded"},
     ],
 )
-def test_cross_site_simple_request_cannot_change_state(client: TestClient, thread_id: str, headers: dict[str, str]) -> None:
+def test_cross_site_simple_request_cannot_change_state(
+    client: TestClient, thread_id: str, headers: dict[str, str]
+) -> None:
     for path, body in ((f"/threads/{thread_id}/stop", None), (f"/threads/{thread_id}/force-turn", '{"side": "b"}')):
         res = client.post(path, headers=headers, content=body)
         assert res.status_code in (403, 415), (path, headers, res.status_code)
@@ -100,9 +108,13 @@ def test_same_origin_page_and_plain_clients_still_write(client: TestClient, thre
 
 
 def test_other_origins_can_be_allowed(runtime: Runtime) -> None:
-    app = create_app(runtime, allowed_hosts=LOOPBACK_HOSTS, allowed_origins=["https://app.example.com"], own_runtime=True)
+    app = create_app(
+        runtime, allowed_hosts=LOOPBACK_HOSTS, allowed_origins=["https://app.example.com"], own_runtime=True
+    )
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        tid = client.post("/threads", json={"agent": "support_demo"}, headers={"Origin": "https://app.example.com"}).json()["id"]
+        tid = client.post(
+            "/threads", json={"agent": "support_demo"}, headers={"Origin": "https://app.example.com"}
+        ).json()["id"]
         assert client.post(f"/threads/{tid}/stop", headers={"Origin": EVIL}).status_code == 403
 
 
@@ -126,13 +138,33 @@ def test_the_page_forbids_inline_script_framing_sniffing_and_referrers(client: T
 def test_serve_refuses_a_public_address_without_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ORCHESTRATOR_TOKENS", raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    args = ["--path", str(ROOT / "agents"), "--config", str(ROOT / "configs/default.yaml"), "--db", ":memory:", "--host", "0.0.0.0"]
+    args = [
+        "--path",
+        str(ROOT / "agents"),
+        "--config",
+        str(ROOT / "configs/default.yaml"),
+        "--db",
+        ":memory:",
+        "--host",
+        "0.0.0.0",
+    ]
     result = CliRunner().invoke(serve, args)
     assert result.exit_code == 2
     assert "no tokens configured: refusing to serve on 0.0.0.0" in result.output
 
 
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("localhost", True),
-                                                ("0.0.0.0", False), ("::", False), ("192.168.1.5", False), ("example.com", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("example.com", False),
+    ],
+)
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback

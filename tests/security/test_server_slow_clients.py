@@ -64,8 +64,10 @@ def test_idle_and_half_sent_requests_are_closed_within_the_deadline(runtime: Run
         half_header = _connect(server.port)
         half_header.sendall(b"GET /agents HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         slow_body = _connect(server.port)
-        slow_body.sendall(b"PUT /threads/x/values/k HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: 100\r\n\r\n{")  # fmt: skip
+        slow_body.sendall(
+            b"PUT /threads/x/values/k HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
         kept_alive = _connect(server.port)
         kept_alive.sendall(b"GET /agents HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert b"200 OK" in kept_alive.recv(65536)
