@@ -403,6 +403,7 @@ def run(
             interactive=interactive,
             read_stdin=not messages and not interactive and not replay_file,
             verbose=verbose,
+            import_in_background=True,
         )
         asyncio.run(run_session(options))
     if record:
@@ -458,9 +459,13 @@ def _import_litellm_in_background() -> None:
     import threading
 
     def load() -> None:
+        import gc
+
         from providers.client import warm_up
 
         warm_up()
+        gc.collect()  # what `Runtime.open` does with `gc_freeze` on, done here instead of before the first step
+        gc.freeze()
 
     threading.Thread(target=load, name="litellm-import", daemon=True).start()
 

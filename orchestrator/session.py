@@ -39,6 +39,7 @@ class SessionOptions:
     interactive: bool = False
     read_stdin: bool = False  # each line of stdin is a person's message (ai_human); EOF ends
     verbose: bool = False  # show tools' stored tracebacks
+    import_in_background: bool = False  # the CLI imports LiteLLM (and freezes the heap) in a thread of its own
 
 
 class NothingToSend(ValueError):
@@ -100,7 +101,10 @@ def default_cassette(agent: str, folder: Path = DEFAULT_CASSETTES) -> Path:
 
 def build_runtime(options: SessionOptions) -> Runtime:
     config = list(options.config)
-    return Runtime.from_path(options.path, config=config, storage=options.storage, model=options.model or None)
+    runtime = Runtime.from_path(options.path, config=config, storage=options.storage, model=options.model or None)
+    if options.import_in_background:  # don't wait for LiteLLM at open: the first request may not need it
+        runtime.settings = runtime.settings.model_copy(update={"gc_freeze": False})
+    return runtime
 
 
 async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, list[Message]]:

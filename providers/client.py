@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import re
+import sys
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -22,13 +23,13 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from . import anthropic_wire, gemini_wire, openai_wire
+from . import anthropic_wire, gemini_wire, openai_wire, request_memo
 from .call_ids import CallIndex
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import MARKED, RawTap
-from .openai_wire import WIRE_TYPES, build_request, inband_error, stream_chunks
+from .openai_wire import WIRE_TYPES, build_request, inband_error, recall_request, stream_chunks
 from .stream import (
     FinishReason,
     ModelInfo,
@@ -190,17 +191,43 @@ def _cost(
         return (input_tokens * model.price.input + output_tokens * model.price.output) / 1_000_000
     if litellm_model in _UNPRICED:
         return float(reported or 0.0)
+    if not _litellm_ready():  # LiteLLM still importing: its price from an earlier process, if remembered
+        remembered = request_memo.cost_from_memo(litellm_model, input_tokens, output_tokens)
+        if remembered is not None:
+            return remembered or float(reported or 0.0)
     try:
-        prompt_cost, completion_cost = _litellm().cost_per_token(
-            model=litellm_model, prompt_tokens=input_tokens, completion_tokens=output_tokens
-        )
-        return float(prompt_cost + completion_cost)
+        cost = _price(litellm_model)
+        total = cost(input_tokens, output_tokens)
+        request_memo.remember_rates(litellm_model, cost)
+        return total
     except Exception:  # model missing from the local cost map: unknown price, not an error
         _UNPRICED.add(litellm_model)  # the lookup's exception path is slow; ask once per model
+        request_memo.remember_unpriced(litellm_model)
         return float(reported or 0.0)
 
 
 _UNPRICED: set[str] = set()
+
+
+def _price(litellm_model: str) -> Callable[[int, int], float]:
+    """LiteLLM's price of a request to `litellm_model`, as a function of its token counts."""
+    cost_per_token = _litellm().cost_per_token
+
+    def cost(prompt_tokens: int, completion_tokens: int) -> float:
+        prompt, completion = cost_per_token(
+            model=litellm_model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+        return float(prompt + completion)
+
+    return cost
+
+
+def _litellm_ready() -> bool:
+    """LiteLLM is imported (by us or the host), not still importing in `orchestrator run`'s background thread."""
+    if _LITELLM is not None:
+        return True
+    module = sys.modules.get("litellm")
+    return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
 # -- the client --------------------------------------------------------------
@@ -405,12 +432,18 @@ class ModelClient:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
-        _litellm()  # configured before any part of it is imported
-        native = await _native_stream(provider, kwargs, tally)
-        if native is not None:
+        wire = provider.stream == "auto" and provider.type in WIRE_TYPES
+        early = recall_request(kwargs) if wire and not _litellm_ready() else None
+        native = None
+        if early is None:
+            _litellm()  # configured before any part of it is imported
+            native = await _native_stream(provider, kwargs, tally)
+        if early is not None:  # LiteLLM still importing: the request it built last time (providers/request_memo.py)
+            chunks, absorb = stream_chunks(early), tally.absorb_wire
+        elif native is not None:
             chunks, absorb = native
-        elif provider.stream == "auto" and provider.type in WIRE_TYPES:
-            chunks, absorb = stream_chunks(build_request(kwargs)), tally.absorb_wire
+        elif wire:
+            chunks, absorb = stream_chunks(build_request(kwargs, secrets=provider.secrets)), tally.absorb_wire
         else:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
             # first byte and every gap between chunks, whatever transport (or mock).

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -220,16 +221,27 @@ def _dispatch(body: dict[str, Any]) -> ScriptedResponse | ScriptedFault:
 
 
 _HANDLER: Any = None
+_TRANSPORT: httpx.AsyncBaseTransport | None = None
 
 
 def in_process_client(url: str) -> Any:
     """LiteLLM's HTTP handler on the in-memory transport when `url` is offline, else None."""
     global _HANDLER
-    if not url.startswith(IN_PROCESS_BASE_URL):
+    transport = in_process_transport(url)
+    if transport is None:
         return None
     if _HANDLER is None:
         from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
-        model = ScriptedModel(_dispatch, keep_requests=False)
-        _HANDLER = AsyncHTTPHandler(transport=model.transport())
+        _HANDLER = AsyncHTTPHandler(transport=transport)
     return _HANDLER
+
+
+def in_process_transport(url: str) -> httpx.AsyncBaseTransport | None:
+    """The in-memory transport that answers offline models, when `url` is offline (else None)."""
+    global _TRANSPORT
+    if not url.startswith(IN_PROCESS_BASE_URL):
+        return None
+    if _TRANSPORT is None:
+        _TRANSPORT = ScriptedModel(_dispatch, keep_requests=False).transport()
+    return _TRANSPORT

@@ -23,15 +23,16 @@ to send it through `litellm.acompletion` instead.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from httpx_sse import EventSource
 
+from . import request_memo
 from .finish import inband_status
 
-__all__ = ["WIRE_TYPES", "WireRequest", "build_request", "inband_error", "stream_chunks", "warm_up"]
+__all__ = ["WIRE_TYPES", "WireRequest", "build_request", "inband_error", "recall_request", "stream_chunks", "warm_up"]
 
 WIRE_TYPES = frozenset({"openai", "scripted"})
 """Provider types whose streams this module reads (their LiteLLM family is `openai`)."""
@@ -46,14 +47,17 @@ class WireRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     timeout: float | None
+    early: bool = False  # assembled from the memo while LiteLLM imports: sent without LiteLLM's client
 
 
-def build_request(kwargs: dict[str, Any]) -> WireRequest:
-    """The HTTP request `litellm.acompletion(**kwargs)` would send, built by LiteLLM's OpenAI config."""
+def build_request(kwargs: dict[str, Any], *, secrets: Callable[[], list[str]] = list) -> WireRequest:
+    """The HTTP request `litellm.acompletion(**kwargs)` would send, built by LiteLLM's OpenAI config
+    (and remembered, see providers/request_memo.py; what `secrets()` returns never reaches the memo)."""
     from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
     from litellm.types.utils import LlmProviders
     from litellm.utils import ProviderConfigManager, get_optional_params
 
+    draft = request_memo.draft(kwargs)
     params = dict(kwargs)
     model = params.pop("model").removeprefix("openai/")
     messages = params.pop("messages")
@@ -71,7 +75,18 @@ def build_request(kwargs: dict[str, Any]) -> WireRequest:
     headers = _account_headers(organization) | dict(transport["extra_headers"] or {})
     headers = config.validate_environment(headers, model, messages, optional, {}, api_key, api_base)
     url = config.get_complete_url(api_base, api_key, model, optional, {}, stream=True)
+    if draft is not None:
+        request_memo.remember(draft, url, headers, body, secrets())
     return WireRequest(model=model, url=url, headers=headers, body=body, timeout=transport["timeout"])
+
+
+def recall_request(kwargs: dict[str, Any]) -> WireRequest | None:
+    """The request `build_request` gave last time for these arguments (any process), without LiteLLM."""
+    recalled = request_memo.recall(kwargs)
+    if recalled is None:
+        return None
+    model = kwargs["model"].removeprefix("openai/")
+    return WireRequest(model, recalled.url, recalled.headers, recalled.body, kwargs.get("timeout"), early=True)
 
 
 def _account_headers(organization: str | None) -> dict[str, str]:
@@ -120,11 +135,8 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
     `{"error": ...}` is mapped by the status or type it carries.
     """
     import httpx
-    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
 
-    from .offline import in_process_client
-
-    client = in_process_client(request.url) or get_async_httpx_client(llm_provider="openai")
+    client = _EarlyClient(request.url) if request.early else _litellm_client(request.url)
     response = None
     finished = False
     try:
@@ -152,6 +164,40 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
     finally:
         if response is not None:
             await response.aclose()
+        if isinstance(client, _EarlyClient):
+            await client.aclose()
+
+
+def _litellm_client(url: str) -> Any:
+    from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
+
+    from .offline import in_process_client
+
+    return in_process_client(url) or get_async_httpx_client(llm_provider="openai")
+
+
+class _EarlyClient:
+    """A request sent before LiteLLM's client exists: plain httpx, failing as LiteLLM's handler does
+    (a non-2xx status is an `HTTPStatusError` with its body read), on the in-memory transport when
+    the URL is offline. Used for one request and closed."""
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        from .offline import in_process_transport
+
+        self._client = httpx.AsyncClient(transport=in_process_transport(url))
+
+    async def post(self, url: str, *, json: Any, headers: dict[str, str], timeout: float | None, stream: bool) -> Any:
+        request = self._client.build_request("POST", url, json=json, headers=headers, timeout=timeout)
+        response = await self._client.send(request, stream=stream)
+        if response.status_code >= 400:
+            await response.aread()
+            response.raise_for_status()
+        return response
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 def _finish_reason(chunk: dict[str, Any]) -> str | None:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ["ORCHESTRATOR_REQUEST_MEMO"] = (
+    "0"  # no test reads or writes ~/.cache (tests/test_request_memo.py turns it on)
+)
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
