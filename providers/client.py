@@ -447,7 +447,9 @@ class ModelClient:
         else:
             # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
             # first byte and every gap between chunks, whatever transport (or mock).
-            chunks, absorb = await asyncio.wait_for(_litellm().acompletion(**kwargs), model.timeout), tally.absorb
+            async with asyncio.timeout(model.timeout):  # a deadline, not wait_for's extra task
+                chunks = await _litellm().acompletion(**kwargs)
+            absorb = tally.absorb
             tally.tap = tap_for(info, chunks)
         loop = asyncio.get_running_loop()
         try:

@@ -57,31 +57,47 @@ def _bare_model(exc: Exception) -> str:
 
 
 def delta_items(delta: Any, seen_blocks: dict[str, int] | None) -> Iterable[StreamItem]:
-    """Translate one LiteLLM delta into neutral items (`seen_blocks` None: the tap reads blocks)."""
+    """Translate one LiteLLM delta into neutral items (`seen_blocks` None: the tap reads blocks).
+
+    Fields are read from the model's own dicts: LiteLLM's `Delta` keeps most of them in pydantic's
+    extra dict (an attribute read costs ~2 us) and deletes absent ones (a missed `getattr` ~7 us)."""
     if delta is None:
         return
-    yield from _reasoning(delta)
-    if delta.content:
-        yield TextDelta(delta.content)
-    for call in delta.tool_calls or ():
-        function = call.function
-        call_id, signature = split_signature(call.id)
-        fields = getattr(call, "provider_specific_fields", None) or {}
+    fields = _fields(delta)
+    yield from _reasoning(fields)
+    content = fields.get("content")
+    if content:
+        yield TextDelta(content)
+    for call in fields.get("tool_calls") or ():
+        call_fields = _fields(call)
+        function = call_fields.get("function")
+        function_fields = _fields(function) if function is not None else {}
+        call_id, signature = split_signature(call_fields.get("id"))
+        provider_fields = call_fields.get("provider_specific_fields") or {}
+        index = call_fields.get("index")
         yield ToolCallDelta(
-            index=call.index if call.index is not None else 0,
+            index=index if index is not None else 0,
             id=call_id,
-            name=function.name if function is not None else None,
-            arguments=(function.arguments or "") if function is not None else "",
-            signature=signature or fields.get("thought_signature"),
+            name=function_fields.get("name"),
+            arguments=function_fields.get("arguments") or "",
+            signature=signature or provider_fields.get("thought_signature"),
         )
     if seen_blocks is not None:
-        fields = getattr(delta, "provider_specific_fields", None) or {}
-        yield from _provider_blocks(fields, seen_blocks)
+        yield from _provider_blocks(fields.get("provider_specific_fields") or {}, seen_blocks)
 
 
-def _reasoning(delta: Any) -> Iterable[ReasoningDelta]:
+def _fields(model: Any) -> dict[str, Any]:
+    """A pydantic model's fields and extras as one dict (a plain dict as it is)."""
+    if isinstance(model, dict):
+        return model
+    fields: dict[str, Any] = getattr(model, "__dict__", {})
+    extra = getattr(model, "__pydantic_extra__", None)
+    return {**fields, **extra} if extra else fields
+
+
+def _reasoning(fields: dict[str, Any]) -> Iterable[ReasoningDelta]:
     """Anthropic thinking (with its signature) from `thinking_blocks`, else `reasoning_content`."""
-    blocks = getattr(delta, "thinking_blocks", None)
+    blocks = fields.get("thinking_blocks")
     if blocks:
         for block in blocks:
             data = block if isinstance(block, dict) else dict(block)
@@ -90,7 +106,7 @@ def _reasoning(delta: Any) -> Iterable[ReasoningDelta]:
             elif data.get("thinking") or data.get("signature"):
                 yield ReasoningDelta(data.get("thinking") or "", signature=data.get("signature") or None)
         return
-    text = getattr(delta, "reasoning_content", None)
+    text = fields.get("reasoning_content")
     if text:
         yield ReasoningDelta(text)
 

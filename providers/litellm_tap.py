@@ -127,6 +127,8 @@ class RawTap:
         if data.startswith("[DONE]"):
             self.done = self.ended = True
             return
+        if _unremarkable(data):
+            return  # most chunks: LiteLLM's own parse is all they need (a json.loads saved per chunk)
         try:
             chunk = json.loads(data)
         except ValueError:
@@ -186,3 +188,15 @@ class RawTap:
                 except ValueError:
                     block["input"] = {"_raw": "".join(parts)}
             self._pending.append(ProviderBlock(block))
+
+
+def _unremarkable(data: str) -> bool:
+    """A chunk with nothing for the tap: no finish reason, refusal, usage or error (a quick look at
+    the text; anything unsure is parsed)."""
+    return (
+        ('"finish_reason":null' in data or '"finish_reason": null' in data)
+        and '"refusal":"' not in data
+        and '"refusal": "' not in data
+        and ('"usage"' not in data or '"usage":null' in data or '"usage": null' in data)
+        and '"error"' not in data
+    )
