@@ -177,3 +177,16 @@ def test_require_keeps_an_installed_package_s_own_import_error(tmp_path: Path, m
     with pytest.raises(ImportError) as caught:
         require("broken_pkg_for_extras", feature="x", extra="y")
     assert not isinstance(caught.value, MissingExtra)
+
+
+def test_the_worker_without_asyncpg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.worker_cli import worker
+
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    result = CliRunner().invoke(
+        worker, ["--storage", "postgresql://u@127.0.0.1/db", "--temporal", "127.0.0.1:7233"], env={}
+    )
+    assert result.exit_code == 2
+    assert "orchestrator worker needs the postgres extra: pip install 'orchestrator-runtime[postgres]'" in " ".join(
+        result.output.split()
+    )
