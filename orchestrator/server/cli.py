@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import click
@@ -237,7 +238,7 @@ def _serve(
         uvicorn.Server(settings).run()
 
 
-def _server_dependencies() -> Any:
+def _server_dependencies() -> ModuleType:
     """uvicorn, once FastAPI and the WebSocket protocol are known to import: the base install has none of them."""
     from ..extras import MissingExtra, require
 
