@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 
 from .events import SUBSCRIBER_QUEUE, SubscriberLagging, offer
+from .extras import require
 from .messages import Event
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ class RedisBroker:
         ttl: int = 24 * 3600,
         block_ms: int = 5_000,
     ) -> None:
+        # fail where the URL is given, naming the extra, not at the first publish
+        scheme = url.partition("://")[0] or "redis"
+        require("redis.asyncio", feature=f"a {scheme}:// URL (events across processes)", extra="postgres")
         self.url = url
         self.prefix = prefix
         self.maxlen = maxlen

@@ -37,6 +37,7 @@ def _message(exc: Exception) -> tuple[str, bool]:
 
     from .definitions import DefinitionError
     from .executor import ExecutionFailed
+    from .extras import MissingExtra
     from .loader import LoadError
     from .session import NothingToSend
 
@@ -48,6 +49,8 @@ def _message(exc: Exception) -> tuple[str, bool]:
         return f"{exc}\n`orchestrator check --config FILE` reports this before a run.", True
     if isinstance(exc, (ExecutionFailed, ProviderError)):
         return f"the model call failed: {exc}\n{_provider_hint(str(exc))}", True
+    if isinstance(exc, MissingExtra):  # the message says what to install
+        return str(exc), True
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0]), True
     return f"{type(exc).__name__}: {exc}", isinstance(exc, NothingToSend)

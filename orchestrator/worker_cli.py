@@ -104,12 +104,17 @@ def worker(
         raise click.BadParameter(
             f"workers share a PostgreSQL database: expected postgresql://..., got {url!r}", param_hint="--storage"
         )
+    from .extras import MissingExtra, missing_extra_message, require
+
     try:
         from .temporal import TemporalOptions
     except ImportError:
-        raise click.UsageError(
-            "the worker needs the Temporal SDK: pip install 'orchestrator-runtime[temporal]'"
-        ) from None
+        raise click.UsageError(missing_extra_message("orchestrator worker", "temporal")) from None
+    try:  # PostgreSQL storage, and Redis events when asked for: both come with the postgres extra
+        for module in ("asyncpg", "redis.asyncio"):
+            require(module, feature="orchestrator worker", extra="postgres")
+    except MissingExtra as exc:
+        raise click.UsageError(str(exc)) from None
     options = TemporalOptions(
         address=temporal, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout
     )

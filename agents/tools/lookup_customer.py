@@ -2,16 +2,19 @@
 
 The database file is `CUSTOMER_DB_PATH` if set, else
 `~/.cache/orchestrator/demo_customers.sqlite`; on first use the example
-creates it with a few demo customers, so it runs with no setup.
+creates it with a few demo customers, so it runs with no setup. The stdlib's
+sqlite3 on a worker thread (`asyncio.to_thread`) keeps the event loop free
+without another dependency.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import aiosqlite
 from pydantic import BaseModel, Field
 
 from orchestrator import ToolResult, VariableDefinition, define_tool
@@ -37,19 +40,26 @@ async def execute(state: ThreadState, args: Args) -> ToolResult:
     if not args.customer_id and not args.email:
         return ToolResult(status="error", error="Either customer_id or email is required")
     path = await _db_path(state)
+    column, value = ("id", args.customer_id) if args.customer_id else ("email", args.email)
     try:
-        async with aiosqlite.connect(path) as db:
-            await _ensure_schema(db)
-            column, value = ("id", args.customer_id) if args.customer_id else ("email", args.email)
-            db.row_factory = aiosqlite.Row
-            query = f"SELECT id, name, email, tier FROM customers WHERE {column} = ? COLLATE NOCASE"
-            async with db.execute(query, (value,)) as cursor:
-                row = await cursor.fetchone()
-    except aiosqlite.Error as exc:
+        row = await asyncio.to_thread(_find, path, column, value)
+    except sqlite3.Error as exc:
         return ToolResult(status="error", error=f"Customer database error: {exc}")
     if row is None:
         return ToolResult(status="error", error="Customer not found")
-    return ToolResult(status="success", result=json.dumps(dict(row)))
+    return ToolResult(status="success", result=json.dumps(row))
+
+
+def _find(path: Path, column: str, value: str | None) -> dict[str, Any] | None:
+    db = sqlite3.connect(path)
+    try:
+        _ensure_schema(db)
+        db.row_factory = sqlite3.Row
+        query = f"SELECT id, name, email, tier FROM customers WHERE {column} = ? COLLATE NOCASE"
+        row = db.execute(query, (value,)).fetchone()
+        return None if row is None else dict(row)
+    finally:
+        db.close()
 
 
 async def _db_path(state: ThreadState) -> Path:
@@ -62,13 +72,13 @@ async def _db_path(state: ThreadState) -> Path:
     return path
 
 
-async def _ensure_schema(db: aiosqlite.Connection) -> None:
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
-        " email TEXT NOT NULL UNIQUE, tier TEXT NOT NULL)"
-    )
-    await db.executemany("INSERT OR IGNORE INTO customers VALUES (?, ?, ?, ?)", _DEMO_CUSTOMERS)
-    await db.commit()
+def _ensure_schema(db: sqlite3.Connection) -> None:
+    with db:  # one transaction, committed
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS customers (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+            " email TEXT NOT NULL UNIQUE, tier TEXT NOT NULL)"
+        )
+        db.executemany("INSERT OR IGNORE INTO customers VALUES (?, ?, ?, ?)", _DEMO_CUSTOMERS)
 
 
 tool = define_tool(

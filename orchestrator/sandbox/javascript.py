@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from ..extras import MissingExtra, require
 from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Request
 from ._budget import Lease
 
@@ -85,6 +86,11 @@ async def run_javascript(request: _Request, abort: _AbortFlag, lease: Lease) -> 
     The lease goes back when the thread ends, not when the host stops waiting:
     an engine that ignores its interrupt still holds its memory.
     """
+    try:  # the base install has no engine: an error result the model can act on (use Python), no traceback
+        require("quickjs_rs", feature=f"run_code in {request.language}", extra="sandbox")
+    except MissingExtra as exc:
+        lease.release()
+        return CodeResult(status="error", error=str(exc))
     loop = asyncio.get_running_loop()
     future: asyncio.Future[CodeResult] = loop.create_future()
 
@@ -164,10 +170,8 @@ def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
     try:
         _configure_engine()
         from quickjs_rs import Runtime
-    except ImportError as exc:  # pragma: no cover - dependency missing
-        from . import SandboxUnavailable
-
-        return CodeResult(status="error", error=str(SandboxUnavailable(f"quickjs-rs is not installed: {exc}")))
+    except ImportError as exc:  # pragma: no cover - checked in run_javascript; a broken install lands here
+        return CodeResult(status="error", error=f"the JavaScript engine did not load: {exc}")
     deadline = time.monotonic() + request.timeout
     why: list[str] = []
 

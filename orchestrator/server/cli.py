@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import click
@@ -188,8 +189,11 @@ def _serve(
     request_timeout: float,
     max_connections: int,
 ) -> None:
-    """Serve the HTTP API, the per-thread WebSocket and the watch page."""
-    import uvicorn
+    """Serve the HTTP API, the per-thread WebSocket and the watch page.
+
+    Needs the server extra: pip install 'orchestrator-runtime[server]'.
+    """
+    uvicorn = _server_dependencies()
 
     from ..cli_errors import errors_as_messages
     from ..runtime import Runtime
@@ -234,6 +238,18 @@ def _serve(
         uvicorn.Server(settings).run()
 
 
+def _server_dependencies() -> ModuleType:
+    """uvicorn, once FastAPI and the WebSocket protocol are known to import: the base install has none of them."""
+    from ..extras import MissingExtra, require
+
+    try:
+        for module in ("fastapi", "websockets"):
+            require(module, feature="orchestrator serve", extra="server")
+        return require("uvicorn", feature="orchestrator serve", extra="server")
+    except MissingExtra as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def is_loopback(host: str) -> bool:
     """True for an address (or `localhost`) only this machine can reach."""
     if host.lower() == "localhost":
@@ -248,14 +264,13 @@ def _temporal_and_broker(
     runtime: Any, address: str, namespace: str, task_queue: str, heartbeat_timeout: float, redis: str | None
 ) -> tuple[Any, Any]:
     from ..broker import RedisBroker
+    from ..extras import MissingExtra, missing_extra_message
     from ..storage.postgres import PostgresStorage
 
     try:
         from ..temporal import TemporalOptions
     except ImportError:
-        raise click.UsageError(
-            "--temporal needs the Temporal SDK: pip install 'orchestrator-runtime[temporal]'"
-        ) from None
+        raise click.UsageError(missing_extra_message("--temporal", "temporal")) from None
     if not isinstance(runtime.storage, PostgresStorage):
         raise click.UsageError(
             "--temporal needs PostgreSQL storage shared with the workers: pass --db postgresql://..."
@@ -268,7 +283,10 @@ def _temporal_and_broker(
     options = TemporalOptions(
         address=address, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout
     )
-    return options, RedisBroker(redis)
+    try:
+        return options, RedisBroker(redis)
+    except MissingExtra as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 serve = click.command("serve")(_serve)

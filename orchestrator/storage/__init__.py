@@ -30,7 +30,8 @@ __all__ = [
 
 def open_storage(url: str) -> Storage:
     """`sqlite:///path.db`, `sqlite://:memory:` or a bare path mean SQLite;
-    `postgresql://...` means PostgreSQL. The returned storage is not yet open."""
+    `postgresql://...` means PostgreSQL (the postgres extra: without asyncpg this raises
+    `orchestrator.extras.MissingExtra` naming it). The returned storage is not yet open."""
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStorage
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..extras import require
 from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from ..results import AttachmentRef
 from . import _common as c
@@ -70,6 +71,8 @@ class PostgresStorage(Storage):
         min_size: int = 1,
         max_size: int = 10,
     ) -> None:
+        # fail where the URL is given (Runtime.from_path, open_storage), naming the extra, not at open()
+        require("asyncpg", feature=f"a {dsn.partition('://')[0] or 'postgresql'}:// storage URL", extra="postgres")
         if schema is not None and not _IDENT.match(schema):
             raise ValueError(f"schema must be a plain SQL identifier (letters, digits, _), got {schema!r}")
         self.dsn = dsn
