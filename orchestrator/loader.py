@@ -46,7 +46,7 @@ from .definitions import (
     ToolDefinition,
     _Definition,
 )
-from .schema import SchemaError, tool_spec
+from .schema import JsonSchema, SchemaError, tool_spec
 
 __all__ = [
     "CallableDefinition",
@@ -133,7 +133,7 @@ class Definitions:
         hint = _suggest(name, self.callable_names())
         raise UnknownNameError(f"no tool, prompt or exposed agent named {name!r}{hint}")
 
-    def callable_spec(self, name: str, dialect: str = "openai") -> dict:
+    def callable_spec(self, name: str, dialect: str = "openai") -> JsonSchema:
         """The tool dict (as `schema.tool_spec`) a model is offered for `name`."""
         defn = self.resolve_callable(name)
         return tool_spec(name, callable_description(defn), defn.args, dialect)
