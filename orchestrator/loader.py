@@ -36,7 +36,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .definitions import (
     AgentDefinition,
@@ -71,6 +71,7 @@ _SNAKE = re.compile(r"[a-z][a-z0-9_]*")
 _MAX_NAME = 64
 
 CallableDefinition = ToolDefinition | PromptDefinition | AgentDefinition
+CallableKind = Literal["tool", "prompt", "agent"]
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,9 @@ class Definitions:
         return tool_spec(name, callable_description(defn), defn.args, dialect)
 
 
-def callable_kind(defn: CallableDefinition) -> str:
-    return {ToolDefinition: "tool", PromptDefinition: "prompt", AgentDefinition: "agent"}[type(defn)]
+def callable_kind(defn: CallableDefinition) -> CallableKind:
+    kinds: dict[type, CallableKind] = {ToolDefinition: "tool", PromptDefinition: "prompt", AgentDefinition: "agent"}
+    return kinds[type(defn)]
 
 
 def callable_description(defn: CallableDefinition) -> str:
