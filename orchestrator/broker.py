@@ -37,6 +37,7 @@ from .messages import Event
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.typing import KeyT, StreamIdT, StreamRangeResponse, XReadResponse
 
     from .storage.base import Storage
 
@@ -247,9 +248,9 @@ class RedisBroker:
         fetches what lies between.
         """
         last = after
-        for event in await self._between(thread_id, after, None, storage):
-            last = event.seq
-            yield event
+        for replayed in await self._between(thread_id, after, None, storage):
+            last = replayed.seq
+            yield replayed
         queue: asyncio.Queue[Event | None] = asyncio.Queue(SUBSCRIBER_QUEUE)
         self._register(thread_id, queue, last)
         try:
@@ -278,7 +279,7 @@ class RedisBroker:
         """What the stream holds with after < seq < before (no bound: to the end)."""
         upper = "+" if before is None else f"({before}-0"
         entries = await self._r().xrange(self.stream_key(thread_id), min=f"({after}-0", max=upper)
-        return [Event.model_validate_json(fields[b"e"]) for _, fields in entries]
+        return _events(entries)
 
     async def _between(self, thread_id: str, after: int, before: int | None, storage: Storage) -> list[Event]:
         """Events with after < seq < before (no bound: to the end) from the stream and the log."""
@@ -311,20 +312,19 @@ class RedisBroker:
         from redis.exceptions import RedisError
 
         while self._subscribers:
-            streams = {self.stream_key(t): f"{self._cursors[t]}-0" for t in self._subscribers}
+            streams: dict[KeyT, StreamIdT] = {self.stream_key(t): f"{self._cursors[t]}-0" for t in self._subscribers}
             try:
                 reply = await self._r().xread(streams, count=1000, block=_READ_BLOCK_MS)
             except (ConnectionError, OSError, RedisError) as exc:  # Redis restarting: carry on
                 _log.warning("broker_read_failed", error=str(exc))
                 await asyncio.sleep(0.5)
                 continue
-            for key, entries in reply or []:
+            for key, entries in _resp2_streams(reply):
                 thread_id = (key.decode() if isinstance(key, bytes) else key)[len(self.prefix) + len(":events:") :]
                 queues = self._subscribers.get(thread_id)
                 if not queues or not entries:
                     continue
-                for _, fields in entries:
-                    event = Event.model_validate_json(fields[b"e"])
+                for event in _events(entries):
                     for queue in list(queues):
                         if not offer(queue, event):
                             queues.discard(queue)  # its subscriber raises SubscriberLagging and unregisters
@@ -364,9 +364,23 @@ class RedisBroker:
                     _log.warning("broker_bad_control_message", data=str(message.get("data"))[:200])
         finally:
             with contextlib.suppress(Exception):
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
 
 
-def _seq(entry_id: bytes | str) -> int:
+def _seq(entry_id: bytes | str | None) -> int:
+    if entry_id is None:  # redis-py's entry type allows it; XRANGE, XREAD and the scripts always give an id
+        raise ValueError("a stream entry without an id")
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(text.split("-", 1)[0])
+
+
+def _events(entries: StreamRangeResponse | None) -> list[Event]:
+    """The events in stream entries: each carries one, as JSON, in its field `e`."""
+    return [Event.model_validate_json(fields[b"e"]) for _, fields in entries or [] if fields is not None]
+
+
+def _resp2_streams(reply: XReadResponse | None) -> list[list[Any]]:
+    """XREAD's reply as `[[key, entries], ...]`: RESP2, the protocol `open()` connects with (None: nothing came)."""
+    if isinstance(reply, dict):
+        raise TypeError("RedisBroker reads RESP2 replies; this connection answers in RESP3")
+    return reply or []

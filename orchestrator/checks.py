@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .executor import ExecutionResult
+    from .messages import SideName
     from .runtime import Thread
 
 __all__ = [
@@ -51,7 +52,7 @@ class CheckResult:
 class CallMade:
     name: str
     arguments: Any  # the JSON the model sent, parsed (the raw text when it was not JSON)
-    side: str
+    side: SideName | None  # None: a message injected for both sides
     depth: int
 
     def describe(self) -> str:

@@ -7,6 +7,7 @@ The loader gives each definition its name from its file's stem.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -133,7 +134,7 @@ class AgentDefinition(_Definition):
     max_session_turns: int | None = Field(default=None, ge=1)
     expose_as_tool: bool = False
     tool_description: str | None = None
-    args: type[BaseModel] | None = None  # creation arguments when called as a tool
+    args: builtins.type[BaseModel] | None = None  # creation arguments when called as a tool ("type" is a field here)
     env: dict[str, str] = Field(default_factory=dict)
     title: str | None = None
 

@@ -317,12 +317,12 @@ class EventBus:
                     last = event.seq
                     yield event
             while True:
-                event = await queue.get()
-                if event is None:
+                live = await queue.get()
+                if live is None:
                     raise SubscriberLagging(thread_id, last)
-                if event.seq > last:
-                    last = event.seq
-                    yield event
+                if live.seq > last:
+                    last = live.seq
+                    yield live
         finally:
             ch.subscribers.discard(queue)
             self.detach(thread_id)  # the last one out frees an idle thread's channel

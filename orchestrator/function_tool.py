@@ -111,7 +111,7 @@ def _check_documented(described: dict[str, str], known: set[str], where: str) ->
 def _model(name: str, fields: dict[str, tuple[Any, Any]], where: str) -> type[BaseModel]:
     try:
         config = ConfigDict(protected_namespaces=())  # a parameter may be called `model_name`
-        model = create_model(name, __config__=config, **fields)  # type: ignore[call-overload]
+        model: type[BaseModel] = create_model(name, __config__=config, **fields)  # type: ignore[call-overload]
     except Exception as exc:  # pydantic refuses the annotation itself (e.g. a default inside Annotated)
         raise DefinitionError(f"{where}: cannot build its arguments: {exc}") from None
     try:

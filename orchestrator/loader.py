@@ -36,7 +36,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .definitions import (
     AgentDefinition,
@@ -46,7 +46,7 @@ from .definitions import (
     ToolDefinition,
     _Definition,
 )
-from .schema import SchemaError, tool_spec
+from .schema import JsonSchema, SchemaError, tool_spec
 
 __all__ = [
     "CallableDefinition",
@@ -71,6 +71,7 @@ _SNAKE = re.compile(r"[a-z][a-z0-9_]*")
 _MAX_NAME = 64
 
 CallableDefinition = ToolDefinition | PromptDefinition | AgentDefinition
+CallableKind = Literal["tool", "prompt", "agent"]
 
 
 @dataclass(frozen=True)
@@ -133,14 +134,15 @@ class Definitions:
         hint = _suggest(name, self.callable_names())
         raise UnknownNameError(f"no tool, prompt or exposed agent named {name!r}{hint}")
 
-    def callable_spec(self, name: str, dialect: str = "openai") -> dict:
+    def callable_spec(self, name: str, dialect: str = "openai") -> JsonSchema:
         """The tool dict (as `schema.tool_spec`) a model is offered for `name`."""
         defn = self.resolve_callable(name)
         return tool_spec(name, callable_description(defn), defn.args, dialect)
 
 
-def callable_kind(defn: CallableDefinition) -> str:
-    return {ToolDefinition: "tool", PromptDefinition: "prompt", AgentDefinition: "agent"}[type(defn)]
+def callable_kind(defn: CallableDefinition) -> CallableKind:
+    kinds: dict[type, CallableKind] = {ToolDefinition: "tool", PromptDefinition: "prompt", AgentDefinition: "agent"}
+    return kinds[type(defn)]
 
 
 def callable_description(defn: CallableDefinition) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -57,7 +58,7 @@ def _install_record_factory() -> None:
     logging.setLogRecordFactory(factory)
 
 
-def redact_processor(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """A structlog processor: secrets of every open runtime become `***`. Put it last before the renderer."""
     for scopes in list(_REDACTORS):
         event_dict = scopes.everywhere().data(event_dict)

@@ -62,8 +62,12 @@ from pydantic.fields import FieldInfo
 
 from .definitions import DefinitionError
 
+# One JSON schema node. Its values are whatever JSON holds (nested nodes, lists, enum values), so they stay `Any`.
+JsonSchema = dict[str, Any]
+
 __all__ = [
     "DIALECTS",
+    "JsonSchema",
     "MAX_DEPTH",
     "SchemaError",
     "check_args_model",
@@ -207,7 +211,7 @@ def _refuse(root: type, path: str, reason: str) -> SchemaError:
 # --------------------------------------------------------------------------
 
 
-def tool_parameters(model: type[BaseModel] | None, dialect: str = "openai") -> dict:
+def tool_parameters(model: type[BaseModel] | None, dialect: str = "openai") -> JsonSchema:
     """The JSON schema of a tool's arguments object, in `dialect`'s form."""
     transform = _dialect(dialect)
     if model is None:
@@ -216,7 +220,7 @@ def tool_parameters(model: type[BaseModel] | None, dialect: str = "openai") -> d
     return _ordered(transform({**base, "type": "object"}, model.__name__))
 
 
-def tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> dict:
+def tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> JsonSchema:
     """The OpenAI-format tool dict LiteLLM takes; `parameters` is in `dialect`'s form.
 
     LiteLLM turns this into Anthropic's `input_schema` or Gemini's function
@@ -229,7 +233,7 @@ def tool_spec(name: str, description: str, model: type[BaseModel] | None, dialec
     return {"type": "function", "function": function}
 
 
-def native_tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> dict:
+def native_tool_spec(name: str, description: str, model: type[BaseModel] | None, dialect: str) -> JsonSchema:
     """The tool as the provider's own API spells it (for listings and provider-native calls)."""
     if dialect == "anthropic":
         return {"name": name, "description": description, "input_schema": tool_parameters(model, dialect)}
@@ -238,12 +242,12 @@ def native_tool_spec(name: str, description: str, model: type[BaseModel] | None,
     return tool_spec(name, description, model, dialect)
 
 
-def is_strict_compatible(schema: dict) -> bool:
+def is_strict_compatible(schema: JsonSchema) -> bool:
     """True when OpenAI strict mode can take `schema`: every value typed, every object closed."""
     return not strict_notes(schema)
 
 
-def strict_notes(schema: dict, path: str = "") -> list[str]:
+def strict_notes(schema: JsonSchema, path: str = "") -> list[str]:
     """Why OpenAI strict mode cannot take `schema`, one `path: reason` each; empty when it can.
 
     Strict mode needs every object's keys named and every value typed, so a
@@ -349,28 +353,31 @@ def _is_any(node: Any) -> bool:
     return isinstance(node, dict) and not any(key in node for key in _TYPED_KEYWORDS)
 
 
-def _inline_refs(schema: dict) -> dict:
+def _inline_refs(schema: JsonSchema) -> JsonSchema:
     """Replace every `$ref` with a copy of its definition; keywords beside it win.
 
     Recursive models are refused earlier, so inlining always ends.
     """
     defs = schema.get("$defs", {})
 
-    def resolve(node: Any) -> Any:
-        if isinstance(node, list):
-            return [resolve(n) for n in node]
-        if not isinstance(node, dict):
-            return node
+    def resolve_node(node: JsonSchema) -> JsonSchema:
         if "$ref" in node:
             target = defs[node["$ref"].rsplit("/", 1)[-1]]
             merged = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
-            return resolve(merged)
+            return resolve_node(merged)
         return {k: resolve(v) for k, v in node.items() if k != "$defs"}
 
-    return resolve(schema)
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(n) for n in value]
+        if isinstance(value, dict):
+            return resolve_node(value)
+        return value
+
+    return resolve_node(schema)
 
 
-def _plain(node: dict) -> dict:
+def _plain(node: JsonSchema) -> JsonSchema:
     """Drop pydantic's titles and spell `const`, `oneOf` and one-item `allOf` plainly."""
     out: dict[str, Any] = {}
     if "allOf" in node and len(node["allOf"]) == 1:
@@ -393,10 +400,10 @@ def _plain(node: dict) -> dict:
     return out
 
 
-def _ordered(node: dict) -> dict:
+def _ordered(node: JsonSchema) -> JsonSchema:
     """`type` and `description` first in every node, so a listing reads top-down."""
     keys = [k for k in ("type", "description") if k in node]
-    out = {k: node[k] for k in keys}
+    out: JsonSchema = {k: node[k] for k in keys}
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _ordered(sub) for name, sub in value.items()}
@@ -409,7 +416,7 @@ def _ordered(node: dict) -> dict:
     return out
 
 
-def _with_default_note(node: dict, note_null: bool) -> dict:
+def _with_default_note(node: JsonSchema, note_null: bool) -> JsonSchema:
     """Move `default` into the description, for dialects that reject the keyword."""
     if "default" not in node:
         return node
@@ -425,7 +432,7 @@ def _with_default_note(node: dict, note_null: bool) -> dict:
     return node
 
 
-def _dialect(dialect: str) -> Callable[[dict, str], dict]:
+def _dialect(dialect: str) -> Callable[[JsonSchema, str], JsonSchema]:
     table = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
     if dialect not in table:
         raise ValueError(f"unknown schema dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
@@ -458,7 +465,7 @@ _OPENAI_KEYWORDS = {
 _OPENAI_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 
 
-def _openai(node: dict, path: str) -> dict:
+def _openai(node: JsonSchema, path: str) -> JsonSchema:
     node = _with_default_note(node, note_null=True)
     out = {k: v for k, v in node.items() if k in _OPENAI_KEYWORDS}
     if out.get("format") not in _OPENAI_FORMATS:
@@ -472,7 +479,7 @@ def _openai(node: dict, path: str) -> dict:
     return out
 
 
-def _openai_object(node: dict, path: str) -> dict:
+def _openai_object(node: JsonSchema, path: str) -> JsonSchema:
     extra = node.get("additionalProperties")
     if isinstance(extra, dict) and not node.get("properties"):
         node["additionalProperties"] = _openai(extra, f"{path}[]")  # a record: not strict-able
@@ -488,7 +495,7 @@ def _openai_object(node: dict, path: str) -> dict:
     return node
 
 
-def _nullable(node: dict) -> dict:
+def _nullable(node: JsonSchema) -> JsonSchema:
     if node.get("type") == "null" or _is_any(node):  # any JSON value already admits null
         return node
     if "anyOf" in node:
@@ -507,7 +514,7 @@ def _nullable(node: dict) -> dict:
 # --------------------------------------------------------------------------
 
 
-def _anthropic(node: dict, path: str) -> dict:
+def _anthropic(node: JsonSchema, path: str) -> JsonSchema:
     """Claude takes standard JSON schema; the generic passes already made it self-contained."""
     return node
 
@@ -539,11 +546,11 @@ _GEMINI_KEYWORDS = {
 _GEMINI_FORMATS = {"string": {"date-time", "enum"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
 
 
-_GEMINI_JSON = [{"type": t, "nullable": True} for t in ("string", "number", "boolean", "object")]
-_GEMINI_ANY = [*_GEMINI_JSON, {"type": "array", "items": {"anyOf": _GEMINI_JSON}, "nullable": True}]
+_GEMINI_JSON: list[JsonSchema] = [{"type": t, "nullable": True} for t in ("string", "number", "boolean", "object")]
+_GEMINI_ANY: list[JsonSchema] = [*_GEMINI_JSON, {"type": "array", "items": {"anyOf": _GEMINI_JSON}, "nullable": True}]
 
 
-def _gemini(node: dict, path: str) -> dict:
+def _gemini(node: JsonSchema, path: str) -> JsonSchema:
     node = _with_default_note(node, note_null=False)
     if _is_any(node):  # LiteLLM would make a typeless schema an object: list every JSON form
         notes = {k: v for k, v in node.items() if k == "description"}
@@ -569,7 +576,7 @@ def _gemini(node: dict, path: str) -> dict:
     return out
 
 
-def _gemini_enum(node: dict, path: str) -> dict:
+def _gemini_enum(node: JsonSchema, path: str) -> JsonSchema:
     """Gemini enums are strings; other values become their type, listed in the description."""
     values = node["enum"]
     if all(isinstance(v, str) for v in values):
@@ -584,7 +591,7 @@ def _gemini_enum(node: dict, path: str) -> dict:
     return out
 
 
-def _gemini_union(node: dict, path: str) -> dict:
+def _gemini_union(node: JsonSchema, path: str) -> JsonSchema:
     """Gemini takes nothing beside `anyOf` (LiteLLM drops it too), so notes go into each member."""
     members = [m for m in node["anyOf"] if m.get("type") != "null"]
     nullable = len(members) < len(node["anyOf"])
@@ -597,7 +604,7 @@ def _gemini_union(node: dict, path: str) -> dict:
     return _gemini_nullable(out) if nullable else out
 
 
-def _gemini_nullable(node: dict) -> dict:
+def _gemini_nullable(node: JsonSchema) -> JsonSchema:
     if "anyOf" in node:
         return {"anyOf": [{**m, "nullable": True} for m in node["anyOf"]]}
     return {**node, "nullable": True}

@@ -140,11 +140,11 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
                 result = await thread.send(text)
                 sent += 1
             while options.interactive or options.read_stdin:
-                text = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
-                if text is None:
+                line = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
+                if line is None:
                     break
-                if text:
-                    result = await thread.send(text)
+                if line:
+                    result = await thread.send(line)
                     sent += 1
             if not sent and not options.interactive:
                 raise NothingToSend(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .definitions import AgentDefinition, ToolDefinition
 from .env import EnvScope
-from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy
+from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy, ThreadRecord
 from .results import ToolResult
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class ThreadState:
     def __init__(
         self,
         services: Services,
-        thread: Any,  # ThreadRecord
+        thread: ThreadRecord,
         agent: AgentDefinition,
         *,
         execution: ExecutionState | None = None,
@@ -133,9 +133,7 @@ class ThreadState:
     ) -> None:
         self._services = services
         self._thread = thread
-        services.redactor.nest(
-            thread.id, getattr(thread, "parent_id", None)
-        )  # a child's secrets stay out of its parent too
+        services.redactor.nest(thread.id, thread.parent_id)  # a child's secrets stay out of its parent too
         self._agent = agent
         self.execution = execution
         self.context: dict[str, Any] = {}
@@ -237,7 +235,8 @@ class ThreadState:
         agents = self._services.definitions.agents
         if name not in agents:
             raise KeyError(f"load_agent: unknown agent {name!r}; known agents: {', '.join(sorted(agents)) or 'none'}")
-        return agents[name]
+        agent: AgentDefinition = agents[name]  # Services.definitions is a loader.Definitions
+        return agent
 
     # -- tools and events --------------------------------------------------
     def queue_tool(self, name: str, args: dict[str, Any]) -> None:

@@ -32,6 +32,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from providers.stream import ProviderBlock, ReasoningDelta, RefusalDelta, TextDelta, ToolCallDelta
 
@@ -52,9 +53,16 @@ def _decode_string(raw: str) -> str | None:
     """Decode a JSON string body (escapes intact). `strict=False` lets raw control
     characters through, which models do emit; a broken escape gives None."""
     try:
-        return json.loads(f'"{raw}"', strict=False)
+        text: str = json.loads(f'"{raw}"', strict=False)  # a JSON string literal decodes to a str
     except ValueError:
         return None
+    return text
+
+
+def _skip_ws(s: str, pos: int) -> int:
+    """Where the whitespace from `pos` ends (`_WS` matches the empty string, so it always matches)."""
+    m = _WS.match(s, pos)
+    return m.end() if m is not None else pos
 
 
 class ProgressScanner:
@@ -182,7 +190,7 @@ class ProgressScanner:
 
     def _expect(self, s: str, pos: int, char: str, state: int) -> int:
         """After optional whitespace, `char` moves on to `state`; anything else ends the scan."""
-        p = _WS.match(s, pos).end()
+        p = _skip_ws(s, pos)
         if p == len(s):
             return p
         if s[p] != char:
@@ -201,7 +209,7 @@ class ProgressScanner:
         return self._expect(s, pos, ":", _VALUE)
 
     def _value(self, s: str, pos: int) -> int:
-        p = _WS.match(s, pos).end()
+        p = _skip_ws(s, pos)
         if p == len(s):
             return p
         c = s[p]
@@ -244,7 +252,7 @@ class ProgressScanner:
                     return pos
 
     def _after_value(self, s: str, pos: int) -> int:
-        p = _WS.match(s, pos).end()
+        p = _skip_ws(s, pos)
         if p == len(s):
             return p
         if s[p] != ",":
@@ -308,8 +316,10 @@ class StreamAssembler:
         self._progress_argument_for = progress_argument_for
         self._text_parts: list[str] = []
         self._calls: dict[int, _Call] = {}
-        self.provider_blocks: list[dict] = []
-        self.reasoning: list[dict] = []  # thinking blocks: {"type": "thinking", "thinking", "signature"} / redacted
+        self.provider_blocks: list[dict[str, Any]] = []
+        self.reasoning: list[
+            dict[str, Any]
+        ] = []  # thinking blocks: {"type": "thinking", "thinking", "signature"} / redacted
         self._refusal: list[str] = []
         self._thinking_open = False
 

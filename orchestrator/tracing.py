@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -43,7 +43,7 @@ __all__ = ["ENABLED", "add_event", "attach_context", "carrier", "chat", "code_ru
 ENABLED = _trace is not None
 P = ParamSpec("P")
 R = TypeVar("R")
-AsyncFn = Callable[P, Awaitable[R]]
+AsyncFn = Callable[P, Coroutine[Any, Any, R]]
 
 
 def _tracer() -> Tracer:
@@ -55,15 +55,15 @@ def _traced(
     before: Callable[..., Mapping[str, Any]],
     after: Callable[..., Mapping[str, Any]] | None = None,
     kind: str = "INTERNAL",
-) -> Callable[[AsyncFn], AsyncFn]:
+) -> Callable[[AsyncFn[P, R]], AsyncFn[P, R]]:
     """Wrap an async method in a span: `before(*args)` gives its attributes, `after(result, *args)` more."""
 
-    def decorate(fn: AsyncFn) -> AsyncFn:
+    def decorate(fn: AsyncFn[P, R]) -> AsyncFn[P, R]:
         if not ENABLED:
             return fn
 
         @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             span_kind = getattr(_trace.SpanKind, kind)
             with _tracer().start_as_current_span(name_of(*args, **kwargs), kind=span_kind) as span:
                 if span.is_recording():
@@ -73,7 +73,7 @@ def _traced(
                     span.set_attributes(_clean(after(result, *args, **kwargs)))
                 return result
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     return decorate
 

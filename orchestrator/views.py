@@ -20,7 +20,7 @@ from .messages import Message, SideName, ToolCall
 OPENING_MESSAGE = "(The conversation starts now. Please begin.)"
 
 
-class _KeepMissing(dict):  # format_map helper: unknown {placeholders} stay as written
+class _KeepMissing(dict[str, Any]):  # format_map helper: unknown {placeholders} stay as written
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 

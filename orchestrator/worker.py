@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -136,9 +137,9 @@ class Worker:
                 await asyncio.sleep(1)
 
 
-async def _first(*aws: asyncio.Future[object] | object) -> None:
+async def _first(*aws: Awaitable[object]) -> None:
     """Wait until the first of `aws` finishes; cancel the others that this call created."""
-    tasks = [a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in aws]  # type: ignore[arg-type]
+    tasks = [a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in aws]
     created = [t for t, a in zip(tasks, aws, strict=True) if t is not a]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

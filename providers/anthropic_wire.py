@@ -273,7 +273,8 @@ class AnthropicReader:
         if kind == "tool_use":
             opened.call, self._calls = self._calls, self._calls + 1
             name = block.get("name")
-            return [ToolCallDelta(opened.call, block.get("id"), self._names.get(name, name), "")]
+            shown = self._names.get(name, name) if name is not None else None  # back to the caller's name
+            return [ToolCallDelta(opened.call, block.get("id"), shown, "")]
         if kind == "thinking":
             text, signature = block.get("thinking") or "", block.get("signature") or None
             return [ReasoningDelta(text, signature=signature)] if text or signature else []

@@ -288,12 +288,13 @@ class Recorder(AbstractAsyncContextManager["Recorder"], AbstractContextManager["
         async_original = httpx.AsyncHTTPTransport.handle_async_request
         sync_original = httpx.HTTPTransport.handle_request
 
-        async def handle_async(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
-            response = await async_original(transport, request)
+        # installed as the transports' methods: the transport is their `self`
+        async def handle_async(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+            response = await async_original(self, request)
             return recorder._capture(request, response)
 
-        def handle_sync(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
-            return recorder._capture(request, sync_original(transport, request))
+        def handle_sync(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+            return recorder._capture(request, sync_original(self, request))
 
         self._originals = (async_original, sync_original)
         httpx.AsyncHTTPTransport.handle_async_request = handle_async  # type: ignore[method-assign]

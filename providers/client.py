@@ -564,7 +564,7 @@ def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:
         hinted = _retry_after(exc) if exc is not None else None
         if hinted is not None:
             return min(hinted, policy.max_wait)
-        return min(policy.backoff * 2 ** (state.attempt_number - 1), policy.max_wait)
+        return min(policy.backoff * 2.0 ** (state.attempt_number - 1), policy.max_wait)
 
     return wait
 

@@ -438,7 +438,7 @@ class _NoAliasLoader(yaml.SafeLoader):
                 None,
                 None,
                 "aliases (*name) are not allowed in config files: write the value out",
-                self.peek_event().start_mark,
+                self.peek_event().start_mark,  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
             )
         return super().compose_node(parent, index)
 
@@ -459,7 +459,7 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any], _Marks]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}, line {mark.line + 1}" if mark else str(path)
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if data is None:
+    if data is None or node is None:  # an empty document: neither has anything
         return {}, {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}, line 1: expected a mapping with providers/models/default_model at the top")
@@ -556,7 +556,8 @@ def _fields_at(loc: tuple[Any, ...]) -> set[str]:
     elif loc[0] == "providers" and len(loc) == 2:
         model = ProviderConfig
     elif loc[0] == "models" and len(loc) in (2, 3):
-        model = ModelConfig if len(loc) == 2 else {"retry": RetryPolicy, "price": Price}.get(str(loc[2]))
+        parts: dict[str, type[BaseModel]] = {"retry": RetryPolicy, "price": Price}
+        model = ModelConfig if len(loc) == 2 else parts.get(str(loc[2]))
     return set(model.model_fields) if model is not None else set()
 
 

@@ -25,7 +25,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import httpx
 import respx
@@ -158,12 +158,20 @@ class ScriptedModel:
             )
             for i, call in enumerate(step.tool_calls)
         ]
-        args = {"model": model, "usage": step.usage, "chunk_size": step.chunk_size}
+        args: _StreamArgs = {"model": model, "usage": step.usage, "chunk_size": step.chunk_size}
         if self.wire == "anthropic":
             return anthropic_events(step.text, calls, message_id=f"msg_scripted_{n}", **args)
         if self.wire == "gemini":
             return gemini_events(step.text, calls, **args)
         return openai_events(step.text, calls, response_id=f"chatcmpl-scripted-{n}", **args)
+
+
+class _StreamArgs(TypedDict):
+    """What every wire's event builder takes besides the text and the calls."""
+
+    model: str
+    usage: tuple[int, int]
+    chunk_size: int
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> httpx.Response:

@@ -25,7 +25,7 @@ import json
 import random
 import re
 import zlib
-from typing import Any
+from typing import Any, Literal, overload
 
 from .scripted import ScriptedCall, ScriptedResponse
 
@@ -44,7 +44,8 @@ class TestModel:
         messages: list[dict[str, Any]] = body.get("messages") or []
         turn = _current_turn(messages)
         tools = [t["function"] for t in body.get("tools") or [] if t.get("type") == "function" and "function" in t]
-        seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
+        given_seed = body.get("seed")
+        seed = given_seed if isinstance(given_seed, int) else 0
         if any(m.get("role") == "assistant" and m.get("tool_calls") for m in turn):
             return ScriptedResponse(text=_results_text(turn))
         if tools:
@@ -199,7 +200,11 @@ class _Generator:
         return None
 
 
-def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[Any, Any]:
+@overload
+def _bounds(schema: dict[str, Any], *, integer: Literal[True]) -> tuple[int, int]: ...
+@overload
+def _bounds(schema: dict[str, Any], *, integer: Literal[False]) -> tuple[float, float]: ...
+def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[int, int] | tuple[float, float]:
     low = schema.get("minimum", schema.get("exclusiveMinimum", 0 if integer else 0.0))
     high = schema.get("maximum", schema.get("exclusiveMaximum", low + 100))
     if integer:

@@ -11,7 +11,7 @@ recorder they are recorded too. Requests made outside any run are untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -38,20 +38,23 @@ class RunTraffic:
 
 _CURRENT: ContextVar[RunTraffic | None] = ContextVar("orchestrator_eval_run", default=None)
 _installed = 0
-_originals: tuple[Any, Any] | None = None
+_AsyncSend = Callable[[httpx.AsyncHTTPTransport, httpx.Request], Coroutine[Any, Any, httpx.Response]]
+_SyncSend = Callable[[httpx.HTTPTransport, httpx.Request], httpx.Response]
+_originals: tuple[_AsyncSend, _SyncSend] | None = None
 
 
 def _refuse(request: httpx.Request) -> OfflineRequest:
     return OfflineRequest(f"offline run: nothing recorded or scripted answers {request.method} {request.url}")
 
 
-async def _handle_async(transport: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+# Installed as the transports' methods, so the transport is their `self`.
+async def _handle_async(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
     assert _originals is not None
     run = _CURRENT.get()
     if run is None:
-        return await _originals[0](transport, request)
+        return await _originals[0](self, request)
     if run.router is None:
-        response = await _originals[0](transport, request)
+        response = await _originals[0](self, request)
     else:
         try:
             response = await run.router.async_handler(request)
@@ -60,11 +63,11 @@ async def _handle_async(transport: httpx.AsyncHTTPTransport, request: httpx.Requ
     return run.recorder.capture(request, response) if run.recorder else response
 
 
-def _handle_sync(transport: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+def _handle_sync(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
     assert _originals is not None
     run = _CURRENT.get()
     if run is None or run.router is None:
-        response = _originals[1](transport, request)
+        response = _originals[1](self, request)
     else:
         try:
             response = run.router.handler(request)
@@ -79,8 +82,8 @@ def routing() -> Iterator[None]:
     global _installed, _originals
     if _installed == 0:
         _originals = (httpx.AsyncHTTPTransport.handle_async_request, httpx.HTTPTransport.handle_request)
-        httpx.AsyncHTTPTransport.handle_async_request = _handle_async  # type: ignore[method-assign,assignment]
-        httpx.HTTPTransport.handle_request = _handle_sync  # type: ignore[method-assign,assignment]
+        httpx.AsyncHTTPTransport.handle_async_request = _handle_async  # type: ignore[method-assign]
+        httpx.HTTPTransport.handle_request = _handle_sync  # type: ignore[method-assign]
     _installed += 1
     try:
         yield
@@ -88,8 +91,9 @@ def routing() -> Iterator[None]:
         _installed -= 1
         if _installed == 0 and _originals is not None:
             async_original, sync_original = _originals
-            httpx.AsyncHTTPTransport.handle_async_request = async_original  # type: ignore[method-assign]
-            httpx.HTTPTransport.handle_request = sync_original  # type: ignore[method-assign]
+            # restoring a saved method: mypy takes the saved callable for one missing its `self`
+            httpx.AsyncHTTPTransport.handle_async_request = async_original  # type: ignore[method-assign,assignment]
+            httpx.HTTPTransport.handle_request = sync_original  # type: ignore[method-assign,assignment]
             _originals = None
 
 

@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 import structlog
 
@@ -24,13 +24,19 @@ from providers.config import McpServerConfig
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.client import Transport
     from mcp.types import CallToolResult, Tool
 
 _log = structlog.get_logger("orchestrator.mcp")
 
 Redact = Callable[[str], str]
-Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 _TAIL_LINES = 20
+
+
+class Progress(Protocol):
+    """A progress callback as the SDK calls it (its `ProgressFnT`, whose parameter names it keeps)."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 class McpServerError(Exception):
@@ -118,7 +124,7 @@ class McpSession:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 target = self._target(stack)
-                client = await stack.enter_async_context(Client(target, raise_exceptions=False))  # type: ignore[arg-type]
+                client = await stack.enter_async_context(Client(target, raise_exceptions=False))
                 self._client = client
                 self._ready.set()
                 await self._closing.wait()
@@ -129,7 +135,7 @@ class McpSession:
         finally:
             self._client = None
 
-    def _target(self, stack: contextlib.AsyncExitStack) -> object:
+    def _target(self, stack: contextlib.AsyncExitStack) -> Transport:
         config = self._config
         if config.url is not None:
             import httpx2
@@ -148,7 +154,7 @@ class McpSession:
 
         return stdio_client(params, errlog=errlog)
 
-    def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> object:
+    def _stderr_pipe(self, stack: contextlib.AsyncExitStack) -> TextIO:
         """A pipe for the server's stderr: lines go to the debug log and the tail."""
         read_fd, write_fd = os.pipe()
         writer = os.fdopen(write_fd, "w")

@@ -31,7 +31,7 @@ from ..results import ToolAttachment, ToolResult
 from .session import McpServerError, McpSession, Redact
 
 if TYPE_CHECKING:
-    from mcp.types import CallToolResult, Tool
+    from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents, Tool
 
     from ..state import ThreadState
 
@@ -197,20 +197,20 @@ class McpTools:
             return ToolResult.fail(str(exc))
         call_id = state.tool_call_id
 
-        async def progress(done: float, total: float | None, message: str | None) -> None:
+        async def report(progress: float, total: float | None, message: str | None) -> None:
             state.emit(
                 "tool_progress",
                 {
                     "tool_call_id": call_id,
                     "name": tool.exposed,
-                    "progress": done,
+                    "progress": progress,
                     "total": total,
                     "message": self._redact(message) if message else None,
                 },
             )
 
         try:
-            result = await session.call(tool.name, arguments, progress)
+            result = await session.call(tool.name, arguments, report)
         except Exception as exc:  # the transport failed: the next call starts the server again
             session.mark_broken()
             await session.settle()
@@ -281,15 +281,14 @@ def _tool_result(tool: McpTool, result: CallToolResult) -> ToolResult:
     texts: list[str] = []
     files: list[ToolAttachment] = []
     for i, block in enumerate(result.content):
-        kind = getattr(block, "type", None)
-        if kind == "text":
+        if block.type == "text":
             texts.append(block.text)
-        elif kind in ("image", "audio"):
+        elif block.type == "image" or block.type == "audio":
             ext = block.mime_type.rpartition("/")[2] or "bin"
             files.append(ToolAttachment(name=f"{tool.name}_{i}.{ext}", mime_type=block.mime_type, data=block.data))
-        elif kind == "resource":
+        elif block.type == "resource":
             _resource(block.resource, texts, files)
-        elif kind == "resource_link":
+        elif block.type == "resource_link":
             texts.append(f"[resource {block.name}: {block.uri}]")
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, ensure_ascii=False))
@@ -299,11 +298,14 @@ def _tool_result(tool: McpTool, result: CallToolResult) -> ToolResult:
     return ToolResult(status="success", result=text, attachments=list(files) or None)
 
 
-def _resource(resource: Any, texts: list[str], files: list[ToolAttachment]) -> None:
+def _resource(
+    resource: BlobResourceContents | TextResourceContents, texts: list[str], files: list[ToolAttachment]
+) -> None:
+    from mcp.types import TextResourceContents  # the mcp extra is installed once a server answered
+
     uri = str(resource.uri)
-    text = getattr(resource, "text", None)
-    if text is not None:
-        texts.append(f"[resource {uri}]\n{text}")
+    if isinstance(resource, TextResourceContents):
+        texts.append(f"[resource {uri}]\n{resource.text}")
         return
     name = PurePosixPath(uri.split("?")[0]).name or "resource"
     files.append(

@@ -43,7 +43,7 @@ import json
 import keyword
 import posixpath
 import time
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
@@ -160,7 +160,7 @@ class _AbortFlag:
     def __init__(self) -> None:
         self.reason: str | None = None
         self._set = False
-        self._callbacks: list[Any] = []
+        self._callbacks: list[Callable[[], object]] = []
 
     def is_set(self) -> bool:
         return self._set
@@ -172,7 +172,7 @@ class _AbortFlag:
         for callback in self._callbacks:
             callback()
 
-    def on_set(self, callback: Any) -> None:
+    def on_set(self, callback: Callable[[], object]) -> None:
         self._callbacks.append(callback)
         if self._set:
             callback()

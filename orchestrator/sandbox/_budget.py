@@ -16,6 +16,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..settings import SandboxSettings
 
@@ -59,7 +60,9 @@ class Budget:
             self._settings = settings
             self._grant_waiters()
 
-    async def acquire(self, kind: str, timeout: float, on_abort: Callable[[Callable[[], None]], None]) -> Lease | None:
+    async def acquire(
+        self, kind: str, timeout: float, on_abort: Callable[[Callable[[], object]], None]
+    ) -> Lease | None:
         """A lease, or None if aborted while waiting; BudgetTimeout past `timeout` seconds."""
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -67,10 +70,16 @@ class Budget:
                 return self._grant(kind)
             waiter = _Waiter(kind, loop, loop.create_future())
             self._waiters.append(waiter)
-        aborted = loop.create_future()
-        on_abort(lambda: loop.call_soon_threadsafe(lambda: aborted.done() or aborted.set_result(None)))
+        aborted: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not aborted.done():
+                aborted.set_result(None)
+
+        on_abort(lambda: loop.call_soon_threadsafe(wake))
+        either: list[asyncio.Future[Any]] = [waiter.future, aborted]
         try:
-            await asyncio.wait([waiter.future, aborted], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # cancelled while waiting: a lease granted meanwhile goes back
             late = self._withdraw(waiter)
             if late is not None:

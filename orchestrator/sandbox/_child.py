@@ -43,9 +43,14 @@ import sys
 import sysconfig
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, Literal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _isolation
+if TYPE_CHECKING:  # run as a script, so at run time its neighbours come from sys.path
+    from . import _isolation
+    from ._frames import DoneHeader, GuestOutcome, GuestRequest, HostMessage, RunHeader, ServerMessage
+else:
+    import _isolation
 
 _PRELOAD = (
     "math cmath json statistics re datetime decimal fractions itertools functools collections "
@@ -72,12 +77,15 @@ def _read_frame_size(fd: int) -> int | None:
     return struct.unpack(">I", header)[0] if _read_into(fd, memoryview(header)) else None
 
 
-def _read_message(fd: int) -> dict | None:
+def _read_message(fd: int) -> HostMessage | None:
     size = _read_frame_size(fd)
     if size is None:
         return None
     body = bytearray(size)
-    return json.loads(body) if _read_into(fd, memoryview(body)) else None
+    if not _read_into(fd, memoryview(body)):
+        return None
+    message: HostMessage = json.loads(body)  # the host's own frames (see _frames.py)
+    return message
 
 
 def _write_frame(fd: int, data: bytes | memoryview) -> None:
@@ -89,7 +97,7 @@ def _write_frame(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _write_message(fd: int, message: dict) -> None:
+def _write_message(fd: int, message: ServerMessage) -> None:
     _write_frame(fd, json.dumps(message).encode())
 
 
@@ -134,7 +142,7 @@ def serve() -> None:
         request = _read_message(0)
         if request is None:
             return
-        if request.get("op") != "run":
+        if request["op"] != "run":
             continue
         size = _read_frame_size(0)
         if size is None:
@@ -151,7 +159,7 @@ def serve() -> None:
         result.madvise(mmap.MADV_DONTNEED)  # zero it and give the pages back
 
 
-def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.mmap) -> tuple[dict, int]:
+def _supervise(request: RunHeader, body: bytearray, ruleset: int | str, result: mmap.mmap) -> tuple[DoneHeader, int]:
     read_end, write_end = os.pipe()
     server = os.getpid()
     pid = os.fork()
@@ -161,7 +169,8 @@ def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.
     os.close(write_end)
     body[:] = bytes(len(body))  # the request lives on in the child only
     deadline = time.monotonic() + request["timeout"]
-    view, used, verdict = memoryview(result), 0, None  # released with the function's frame
+    view, used = memoryview(result), 0  # released with the function's frame
+    verdict: Literal["timeout", "aborted", "too_large"] | None = None
     while verdict is None:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -191,14 +200,15 @@ def _supervise(request: dict, body: bytearray, ruleset: int | str, result: mmap.
 # --------------------------------------------------------------------------
 
 
-def _child_main(request: dict, body: bytearray, ruleset: int | str, out_fd: int, server: int) -> None:
+def _child_main(request: RunHeader, body: bytearray, ruleset: int | str, out_fd: int, server: int) -> None:
     try:
         _isolate(request, ruleset, out_fd, server)
     except BaseException as exc:
         _write_all(out_fd, UNAVAILABLE + str(exc).encode(errors="replace"))
         os._exit(0)
     _write_all(out_fd, ISOLATED)
-    _finish(out_fd, _run_guest(json.loads(body)), request["result_limit"])
+    guest: GuestRequest = json.loads(body)  # the host's own frame (see _frames.py)
+    _finish(out_fd, _run_guest(guest), request["result_limit"])
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -207,7 +217,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _finish(out_fd: int, message: dict, limit: int) -> None:
+def _finish(out_fd: int, message: GuestOutcome, limit: int) -> None:
     try:
         data = json.dumps(message).encode()
     except (TypeError, ValueError) as exc:
@@ -219,7 +229,7 @@ def _finish(out_fd: int, message: dict, limit: int) -> None:
     os._exit(0)
 
 
-def _isolate(request: dict, ruleset: int | str, out_fd: int, server: int) -> None:
+def _isolate(request: RunHeader, ruleset: int | str, out_fd: int, server: int) -> None:
     if isinstance(ruleset, str):
         raise _isolation.IsolationError(ruleset)
     _isolation.die_with_parent(server)
@@ -294,19 +304,20 @@ def _guard_imports(allowed: set[str], guest_modules: set[str]) -> None:
     builtins.__import__ = guarded
 
 
-def _from_guest(namespace: dict, guest_modules: set[str]) -> bool:
+def _from_guest(namespace: dict[str, Any], guest_modules: set[str]) -> bool:
     name = namespace.get("__name__")
     module = sys.modules.get(name) if isinstance(name, str) else None
     return module is None or vars(module) is not namespace or name in guest_modules or name == _GUEST
 
 
-def _run_guest(request: dict) -> dict:
+def _run_guest(request: GuestRequest) -> GuestOutcome:
     modules = {key[1:-3]: text for key, text in request["modules"].items()}
     sys.meta_path.insert(0, _MapFinder(modules))
     _guard_imports(set(request["imports"]) | set(modules), set(modules))
     console = _CappedText(request["console_limit"])
     sys.stdout = sys.stderr = console
-    namespace: dict = {"__name__": _GUEST, "__builtins__": builtins, **request["globals"]}
+    namespace: dict[str, Any] = {"__name__": _GUEST, "__builtins__": builtins, **request["globals"]}
+    result: GuestOutcome
     try:
         value = _execute(request, namespace)
         text = json.dumps(value, allow_nan=False)
@@ -326,13 +337,15 @@ def _run_guest(request: dict) -> dict:
     return result
 
 
-def _execute(request: dict, namespace: dict) -> object:
+def _execute(request: GuestRequest, namespace: dict[str, Any]) -> object:
     """Run the module; then call `fn`, or (for fn 'default' without such a function)
     take the value of the module's last expression, as a calculator would."""
     tree = ast.parse(request["source"], filename=request["entry"])
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+    final = tree.body[-1] if tree.body else None
+    if isinstance(final, ast.Expr):
+        tree.body.pop()
+        last = ast.Expression(final.value)
     exec(compile(tree, request["entry"], "exec"), namespace)
     tail = eval(compile(last, request["entry"], "eval"), namespace) if last else None
     target = namespace.get(request["fn"])

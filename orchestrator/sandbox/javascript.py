@@ -267,7 +267,8 @@ def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
 
 def _memory_exhausted(instance: Any) -> bool:
     try:
-        return instance.mem.data_len(instance.store) >= MEMORY_CEILING - _QJS_HEADROOM // 2
+        used: int = instance.mem.data_len(instance.store)  # quickjs-rs internals: untyped
+        return used >= MEMORY_CEILING - _QJS_HEADROOM // 2
     except Exception:
         return False
 

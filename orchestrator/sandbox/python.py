@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _Request
 from ._budget import Lease
+from ._frames import DoneHeader, GuestRequest, HostMessage, RunHeader, ServerMessage
 
 SERVER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the fork server's whole environment
 _GRACE = 3.0
@@ -79,7 +80,7 @@ class _Server:
             raise SandboxUnavailable(f"the Python fork server did not start: {hello}")
         return server
 
-    def send(self, message: dict, body: bytes | None = None) -> None:
+    def send(self, message: HostMessage, body: bytes | None = None) -> None:
         assert self.process.stdin is not None
         data = json.dumps(message).encode()
         frames = struct.pack(">I", len(data)) + data
@@ -87,8 +88,9 @@ class _Server:
             frames += struct.pack(">I", len(body)) + body
         self.process.stdin.write(frames)
 
-    async def receive(self) -> dict:
-        return json.loads(await self.receive_bytes(64 * 1024))
+    async def receive(self) -> ServerMessage:
+        message: ServerMessage = json.loads(await self.receive_bytes(64 * 1024))  # our own server's frames
+        return message
 
     async def receive_bytes(self, limit: int) -> bytes:
         """One frame; a frame over `limit` means the server is broken (the caller kills it)."""
@@ -176,7 +178,7 @@ async def run_python(request: _Request, abort: _AbortFlag, lease: Lease) -> Code
     return result
 
 
-async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[dict | None, bytes]:
+async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[DoneHeader | None, bytes]:
     """Send one run to a pooled server; its verdict and the child's raw bytes (or None and why)."""
     pool = _pool()
     server = await pool.acquire()
@@ -185,10 +187,17 @@ async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[dict | None, 
     loop = asyncio.get_running_loop()
     try:
         server.send(_header(request), json.dumps(_body(request)).encode())
-        abort.on_set(lambda: in_flight[0] and _send_abort(loop, server, in_flight))
+
+        def on_abort() -> None:
+            if in_flight[0]:
+                _send_abort(loop, server, in_flight)
+
+        abort.on_set(on_abort)
         async with asyncio.timeout(request.timeout + _GRACE):
             header = await server.receive()
             data = await server.receive_bytes(RESULT_LIMIT + 1)
+        if header["op"] != "done":  # only a server's first frame says "ready"
+            raise ConnectionError(f"the fork server answered a run with {header['op']!r}")
         healthy = True
         return header, data
     except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
@@ -198,7 +207,7 @@ async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[dict | None, 
         pool.release(server, healthy)
 
 
-def _outcome(header: dict, data: bytes) -> CodeResult:
+def _outcome(header: DoneHeader, data: bytes) -> CodeResult:
     """The server's verdict first, then what the child wrote (the guest's word, validated)."""
     verdict = header.get("verdict")
     if verdict == "timeout":
@@ -244,12 +253,12 @@ def _send_abort(loop: asyncio.AbstractEventLoop, server: _Server, in_flight: lis
         loop.call_soon_threadsafe(send)
 
 
-def _header(request: _Request) -> dict:
+def _header(request: _Request) -> RunHeader:
     """What the fork server reads: limits only, no guest data."""
     return {"op": "run", "timeout": request.timeout, "memory_limit": MEMORY_CEILING, "result_limit": RESULT_LIMIT}
 
 
-def _body(request: _Request) -> dict:
+def _body(request: _Request) -> GuestRequest:
     """What only the forked child decodes."""
     return {
         "source": request.source,

@@ -48,7 +48,7 @@ _Scope = dict[str, Any]
 def _header(scope: _Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
-            return value.decode("latin-1")
+            return str(value, "latin-1")  # ASGI header values are bytes
     return None
 
 

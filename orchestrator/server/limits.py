@@ -7,9 +7,12 @@ cut short half-way through parsing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import error_response
+
+if TYPE_CHECKING:
+    from starlette.types import Message, Receive
 
 _Scope = dict[str, Any]
 
@@ -57,10 +60,10 @@ def _content_length(scope: _Scope) -> int | None:
     return None
 
 
-def _replay(body: bytes, receive: Any) -> Any:
+def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
-    async def replayed() -> dict[str, Any]:
+    async def replayed() -> Message:
         nonlocal sent
         if not sent:
             sent = True

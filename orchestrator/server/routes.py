@@ -259,8 +259,12 @@ async def stop_thread(thread_id: ThreadId, srv: Srv, who: Who) -> Control:
 async def force_turn(thread_id: ThreadId, body: ForceTurn, srv: Srv, who: Who) -> Control:
     """Give the next turn to `side`: after the current step, or at the next execution."""
     thread = await find_thread(srv, who, thread_id)
-    queued = isinstance(srv.runs, QueuedRuns)
-    now = await _queued_control(srv.runs, thread, body.side) if queued else srv.runs.force_turn(thread, body.side)
+    runs = srv.runs
+    now = (
+        await _queued_control(runs, thread, body.side)
+        if isinstance(runs, QueuedRuns)
+        else runs.force_turn(thread, body.side)
+    )
     detail = f"side {body.side} takes the next turn" + ("" if now else " of the next execution")
     return Control(thread_id=thread.id, running=now, detail=detail)
 
@@ -382,5 +386,5 @@ async def list_tools(srv: Srv, who: Who) -> ToolList:
                 parameters=parameters,
                 progress_argument=progress,
             )
-        )  # type: ignore[arg-type]
+        )
     return ToolList(tools=tools)

@@ -7,9 +7,8 @@ each backend only moves rows in and out of its database.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..messages import Event, Message, ThreadRecord
 from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
@@ -53,6 +52,12 @@ MESSAGE_COLUMNS = (
 _MESSAGE_JSON = frozenset({"tool_calls", "attachments", "provider_blocks", "metadata"})
 
 
+class Row(Protocol):
+    """A result row read by column name: `sqlite3.Row` and `asyncpg.Record` both are (neither is a Mapping)."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -62,7 +67,7 @@ def _to_row(model: ThreadRecord | Message, columns: tuple[str, ...], json_fields
     return tuple((None if data[c] is None else dumps(data[c])) if c in json_fields else data[c] for c in columns)
 
 
-def _from_row(row: Mapping[str, Any], columns: tuple[str, ...], json_fields: frozenset[str]) -> dict[str, Any]:
+def _from_row(row: Row, columns: tuple[str, ...], json_fields: frozenset[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c in columns:
         value = row[c]
@@ -74,7 +79,7 @@ def thread_to_row(thread: ThreadRecord) -> tuple[Any, ...]:
     return _to_row(thread, THREAD_COLUMNS, _THREAD_JSON)
 
 
-def thread_from_row(row: Mapping[str, Any]) -> ThreadRecord:
+def thread_from_row(row: Row) -> ThreadRecord:
     return ThreadRecord.model_validate(_from_row(row, THREAD_COLUMNS, _THREAD_JSON))
 
 
@@ -91,7 +96,7 @@ def message_to_row(message: Message) -> tuple[Any, ...]:
     return _to_row(message, MESSAGE_COLUMNS, _MESSAGE_JSON)
 
 
-def message_from_row(row: Mapping[str, Any]) -> Message:
+def message_from_row(row: Row) -> Message:
     data = _from_row(row, MESSAGE_COLUMNS, _MESSAGE_JSON)
     data["silent"] = bool(data["silent"])
     metadata = data.get("metadata")
@@ -100,7 +105,7 @@ def message_from_row(row: Mapping[str, Any]) -> Message:
     return Message.model_validate(data)
 
 
-def event_from_row(row: Mapping[str, Any]) -> Event:
+def event_from_row(row: Row) -> Event:
     data = row["data"]
     return Event(
         thread_id=row["thread_id"],

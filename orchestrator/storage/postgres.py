@@ -208,7 +208,8 @@ class PostgresStorage(Storage):
         c.check_page(limit, offset)
         c.check_order(order)
         # conditions spelled out (not `$2 OR NOT silent`) so the planner can use the index
-        cond, args = "thread_id = $1", [thread_id]
+        cond = "thread_id = $1"
+        args: list[str | int] = [thread_id]
         if not include_silent:
             cond += " AND NOT silent"
         if max_depth is not None:
@@ -343,7 +344,8 @@ class PostgresStorage(Storage):
     async def last_event_seq(self, thread_id: str) -> int:
         async with self._p().acquire() as conn:
             await _require_thread(conn, thread_id)
-            return await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
+            seq: int = await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
+        return seq
 
     # -- one transaction per step ----------------------------------------------
 

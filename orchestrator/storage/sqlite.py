@@ -325,7 +325,8 @@ def _get_messages(
     include_silent: bool,
     max_depth: int | None,
 ) -> MessagesResult:
-    where, params = ["thread_id = ?"], [thread_id]
+    where = ["thread_id = ?"]
+    params: list[str | int] = [thread_id]
     if not include_silent:
         where.append("silent = 0")
     if max_depth is not None:
@@ -439,7 +440,10 @@ def _events_after(conn: sqlite3.Connection, thread_id: str, after: int, limit: i
 def _last_event_seq(conn: sqlite3.Connection, thread_id: str) -> int:
     with _transaction(conn, "DEFERRED"):
         _require_thread(conn, thread_id)
-        return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = ?", (thread_id,)).fetchone()[0]
+        seq: int = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = ?", (thread_id,)
+        ).fetchone()[0]
+        return seq
 
 
 def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
