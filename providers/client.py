@@ -432,25 +432,7 @@ class ModelClient:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
-        wire = provider.stream == "auto" and provider.type in WIRE_TYPES
-        early = recall_request(kwargs) if wire and not _litellm_ready() else None
-        native = None
-        if early is None:
-            _litellm()  # configured before any part of it is imported
-            native = await _native_stream(provider, kwargs, tally)
-        if early is not None:  # LiteLLM still importing: the request it built last time (providers/request_memo.py)
-            chunks, absorb = stream_chunks(early), tally.absorb_wire
-        elif native is not None:
-            chunks, absorb = native
-        elif wire:
-            chunks, absorb = stream_chunks(build_request(kwargs, secrets=provider.secrets)), tally.absorb_wire
-        else:
-            # LiteLLM's timeout covers the HTTP layer; the deadline below also bounds
-            # first byte and every gap between chunks, whatever transport (or mock).
-            async with asyncio.timeout(model.timeout):  # a deadline, not wait_for's extra task
-                chunks = await _litellm().acompletion(**kwargs)
-            absorb = tally.absorb
-            tally.tap = tap_for(info, chunks)
+        chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
         loop = asyncio.get_running_loop()
         try:
             source = chunks.__aiter__()
@@ -512,6 +494,30 @@ class ModelClient:
 # -- native readers: Anthropic and Gemini (see anthropic_wire, gemini_wire) ---
 
 _NativeStream = tuple[AsyncIterator[dict[str, Any]], Callable[[dict[str, Any]], list[StreamItem]]]
+_Opened = tuple[AsyncIterator[Any], Callable[[Any], list[StreamItem]]]  # LiteLLM's stream yields its own chunks
+
+
+async def _open_stream(
+    provider: ResolvedProvider, model: ModelConfig, info: ModelInfo, kwargs: dict[str, Any], tally: _Tally
+) -> _Opened:
+    """The response stream and what reads its chunks into items: a runtime reader where the
+    provider has one, else LiteLLM's stream (whose events the tally's tap observes)."""
+    wire = provider.stream == "auto" and provider.type in WIRE_TYPES
+    early = recall_request(kwargs) if wire and not _litellm_ready() else None
+    if early is not None:  # LiteLLM still importing: the request it built last time (providers/request_memo.py)
+        return stream_chunks(early), tally.absorb_wire
+    _litellm()  # configured before any part of it is imported
+    native = await _native_stream(provider, kwargs, tally)
+    if native is not None:
+        return native
+    if wire:
+        return stream_chunks(build_request(kwargs, secrets=provider.secrets)), tally.absorb_wire
+    # LiteLLM's timeout covers the HTTP layer; the deadline here and in `_one_request` also bounds
+    # first byte and every gap between chunks, whatever transport (or mock).
+    async with asyncio.timeout(model.timeout):  # a deadline, not wait_for's extra task
+        chunks = await _litellm().acompletion(**kwargs)
+    tally.tap = tap_for(info, chunks)
+    return chunks, tally.absorb
 
 
 async def _native_stream(provider: ResolvedProvider, kwargs: dict[str, Any], tally: _Tally) -> _NativeStream | None:
