@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("ORCHESTRATOR_CHECK_EVENTS", "1")  # every published event is checked against its model
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
