@@ -32,11 +32,54 @@ from providers.stream import FinishReason
 from .messages import Event, Message, SideName, StoppedBy
 
 __all__ = [
+    "AnswerEndData",
+    "BUILTIN_EVENTS",
     "BUILTIN_EVENT_TYPES",
     "CustomEvent",
+    "DeltaData",
+    "EVENTS",
+    "ExecutionFailedEvent",
+    "ExecutionStartedData",
+    "ExecutionStartedEvent",
+    "ExecutionStoppedData",
+    "ExecutionStoppedEvent",
+    "MessageCreatedEvent",
+    "ModelContentFilteredEvent",
+    "ModelFallbackData",
+    "ModelFallbackEvent",
+    "ModelFinishErrorEvent",
+    "ModelRefusedData",
+    "ModelRefusedEvent",
+    "ModelTruncatedEvent",
+    "ProviderFailureData",
+    "ReasoningDeltaEvent",
+    "RunFailureData",
+    "StepStartedData",
+    "StepStartedEvent",
+    "StreamRestartedData",
+    "StreamRestartedEvent",
+    "SubagentStartedData",
+    "SubagentStartedEvent",
+    "TextDeltaEvent",
+    "ThreadCreatedData",
+    "ThreadCreatedEvent",
+    "ToolCallStartedData",
+    "ToolCallStartedEvent",
+    "ToolInvokedData",
+    "ToolInvokedEvent",
+    "ToolInvokedResultData",
+    "ToolInvokedResultEvent",
+    "ToolProgressData",
+    "ToolProgressEvent",
+    "ToolResultEvent",
+    "TurnEndReason",
+    "TurnEndedData",
+    "TurnEndedEvent",
+    "TurnStartedData",
+    "TurnStartedEvent",
     "TypedEvent",
     "check_payload",
-    "data_model",
+    "event_model",
     "events_json_schema",
     "parse_event",
 ]
@@ -191,76 +234,76 @@ class RunFailureData(_Data):
 # -- the events -----------------------------------------------------------------
 
 
-class ThreadCreated(_Envelope):
+class ThreadCreatedEvent(_Envelope):
     type: Literal["thread_created"]
     data: ThreadCreatedData
 
 
-class ExecutionStarted(_Envelope):
+class ExecutionStartedEvent(_Envelope):
     type: Literal["execution_started"]
     data: ExecutionStartedData
 
 
-class TurnStarted(_Envelope):
+class TurnStartedEvent(_Envelope):
     type: Literal["turn_started"]
     data: TurnStartedData
 
 
-class TurnEnded(_Envelope):
+class TurnEndedEvent(_Envelope):
     type: Literal["turn_ended"]
     data: TurnEndedData
 
 
-class StepStarted(_Envelope):
+class StepStartedEvent(_Envelope):
     type: Literal["step_started"]
     data: StepStartedData
 
 
-class StreamRestarted(_Envelope):
+class StreamRestartedEvent(_Envelope):
     type: Literal["stream_restarted"]
     data: StreamRestartedData
 
 
-class TextDelta(_Envelope):
+class TextDeltaEvent(_Envelope):
     """Live only: never stored, not replayed after the ring of recent events."""
 
     type: Literal["text_delta"]
     data: DeltaData
 
 
-class ReasoningDelta(_Envelope):
+class ReasoningDeltaEvent(_Envelope):
     """Live only, like text_delta."""
 
     type: Literal["reasoning_delta"]
     data: DeltaData
 
 
-class ModelFallback(_Envelope):
+class ModelFallbackEvent(_Envelope):
     type: Literal["model_fallback"]
     data: ModelFallbackData
 
 
-class ModelTruncated(_Envelope):
+class ModelTruncatedEvent(_Envelope):
     type: Literal["model_truncated"]
     data: AnswerEndData
 
 
-class ModelRefused(_Envelope):
+class ModelRefusedEvent(_Envelope):
     type: Literal["model_refused"]
     data: ModelRefusedData
 
 
-class ModelContentFiltered(_Envelope):
+class ModelContentFilteredEvent(_Envelope):
     type: Literal["model_content_filtered"]
     data: AnswerEndData
 
 
-class ModelFinishError(_Envelope):
+class ModelFinishErrorEvent(_Envelope):
     type: Literal["model_finish_error"]
     data: AnswerEndData
 
 
-class MessageCreated(_Envelope):
+class MessageCreatedEvent(_Envelope):
     type: Literal["message_created"]
     data: Message
 
@@ -272,66 +315,66 @@ class ToolResultEvent(_Envelope):
     data: Message
 
 
-class ToolCallStarted(_Envelope):
+class ToolCallStartedEvent(_Envelope):
     type: Literal["tool_call_started"]
     data: ToolCallStartedData
 
 
-class ToolInvoked(_Envelope):
+class ToolInvokedEvent(_Envelope):
     type: Literal["tool_invoked"]
     data: ToolInvokedData
 
 
-class ToolInvokedResult(_Envelope):
+class ToolInvokedResultEvent(_Envelope):
     type: Literal["tool_invoked_result"]
     data: ToolInvokedResultData
 
 
-class SubagentStarted(_Envelope):
+class SubagentStartedEvent(_Envelope):
     type: Literal["subagent_started"]
     data: SubagentStartedData
 
 
-class ToolProgress(_Envelope):
+class ToolProgressEvent(_Envelope):
     """An MCP server's progress notification for a running call."""
 
     type: Literal["tool_progress"]
     data: ToolProgressData
 
 
-class ExecutionStopped(_Envelope):
+class ExecutionStoppedEvent(_Envelope):
     type: Literal["execution_stopped"]
     data: ExecutionStoppedData
 
 
-class ExecutionFailed(_Envelope):
+class ExecutionFailedEvent(_Envelope):
     type: Literal["execution_failed"]
     data: ProviderFailureData | RunFailureData
 
 
 BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
-    ThreadCreated,
-    ExecutionStarted,
-    TurnStarted,
-    StepStarted,
-    TextDelta,
-    ReasoningDelta,
-    StreamRestarted,
-    ModelFallback,
-    ModelTruncated,
-    ModelRefused,
-    ModelContentFiltered,
-    ModelFinishError,
-    ToolCallStarted,
-    MessageCreated,
+    ThreadCreatedEvent,
+    ExecutionStartedEvent,
+    TurnStartedEvent,
+    StepStartedEvent,
+    TextDeltaEvent,
+    ReasoningDeltaEvent,
+    StreamRestartedEvent,
+    ModelFallbackEvent,
+    ModelTruncatedEvent,
+    ModelRefusedEvent,
+    ModelContentFilteredEvent,
+    ModelFinishErrorEvent,
+    ToolCallStartedEvent,
+    MessageCreatedEvent,
     ToolResultEvent,
-    ToolInvoked,
-    ToolInvokedResult,
-    ToolProgress,
-    SubagentStarted,
-    TurnEnded,
-    ExecutionStopped,
-    ExecutionFailed,
+    ToolInvokedEvent,
+    ToolInvokedResultEvent,
+    ToolProgressEvent,
+    SubagentStartedEvent,
+    TurnEndedEvent,
+    ExecutionStoppedEvent,
+    ExecutionFailedEvent,
 )
 
 
@@ -365,28 +408,28 @@ def _tag(value: object) -> str:
 
 
 TypedEvent = Annotated[
-    Annotated[ThreadCreated, Tag("thread_created")]
-    | Annotated[ExecutionStarted, Tag("execution_started")]
-    | Annotated[TurnStarted, Tag("turn_started")]
-    | Annotated[StepStarted, Tag("step_started")]
-    | Annotated[TextDelta, Tag("text_delta")]
-    | Annotated[ReasoningDelta, Tag("reasoning_delta")]
-    | Annotated[StreamRestarted, Tag("stream_restarted")]
-    | Annotated[ModelFallback, Tag("model_fallback")]
-    | Annotated[ModelTruncated, Tag("model_truncated")]
-    | Annotated[ModelRefused, Tag("model_refused")]
-    | Annotated[ModelContentFiltered, Tag("model_content_filtered")]
-    | Annotated[ModelFinishError, Tag("model_finish_error")]
-    | Annotated[ToolCallStarted, Tag("tool_call_started")]
-    | Annotated[MessageCreated, Tag("message_created")]
+    Annotated[ThreadCreatedEvent, Tag("thread_created")]
+    | Annotated[ExecutionStartedEvent, Tag("execution_started")]
+    | Annotated[TurnStartedEvent, Tag("turn_started")]
+    | Annotated[StepStartedEvent, Tag("step_started")]
+    | Annotated[TextDeltaEvent, Tag("text_delta")]
+    | Annotated[ReasoningDeltaEvent, Tag("reasoning_delta")]
+    | Annotated[StreamRestartedEvent, Tag("stream_restarted")]
+    | Annotated[ModelFallbackEvent, Tag("model_fallback")]
+    | Annotated[ModelTruncatedEvent, Tag("model_truncated")]
+    | Annotated[ModelRefusedEvent, Tag("model_refused")]
+    | Annotated[ModelContentFilteredEvent, Tag("model_content_filtered")]
+    | Annotated[ModelFinishErrorEvent, Tag("model_finish_error")]
+    | Annotated[ToolCallStartedEvent, Tag("tool_call_started")]
+    | Annotated[MessageCreatedEvent, Tag("message_created")]
     | Annotated[ToolResultEvent, Tag("tool_result")]
-    | Annotated[ToolInvoked, Tag("tool_invoked")]
-    | Annotated[ToolInvokedResult, Tag("tool_invoked_result")]
-    | Annotated[ToolProgress, Tag("tool_progress")]
-    | Annotated[SubagentStarted, Tag("subagent_started")]
-    | Annotated[TurnEnded, Tag("turn_ended")]
-    | Annotated[ExecutionStopped, Tag("execution_stopped")]
-    | Annotated[ExecutionFailed, Tag("execution_failed")]
+    | Annotated[ToolInvokedEvent, Tag("tool_invoked")]
+    | Annotated[ToolInvokedResultEvent, Tag("tool_invoked_result")]
+    | Annotated[ToolProgressEvent, Tag("tool_progress")]
+    | Annotated[SubagentStartedEvent, Tag("subagent_started")]
+    | Annotated[TurnEndedEvent, Tag("turn_ended")]
+    | Annotated[ExecutionStoppedEvent, Tag("execution_stopped")]
+    | Annotated[ExecutionFailedEvent, Tag("execution_failed")]
     | Annotated[CustomEvent, Tag("custom")],
     Discriminator(_tag),
 ]
@@ -405,8 +448,8 @@ def parse_event(frame: Event | dict[str, Any] | str | bytes) -> TypedEvent:
     return EVENTS.validate_json(frame, strict=True)
 
 
-def data_model(event_type: str) -> type[BaseModel] | None:
-    """The envelope model of a built-in type, None for a custom one."""
+def event_model(event_type: str) -> type[BaseModel] | None:
+    """The model of a built-in type's events, None for a custom type."""
     return _BY_TYPE.get(event_type)
 
 

@@ -36,7 +36,13 @@ from orchestrator import (
     parse_event,
 )
 from orchestrator.cli import main
-from orchestrator.event_types import BUILTIN_EVENTS, ExecutionFailed, MessageCreated, ModelFallback, TextDelta
+from orchestrator.event_types import (
+    BUILTIN_EVENTS,
+    ExecutionFailedEvent,
+    MessageCreatedEvent,
+    ModelFallbackEvent,
+    TextDeltaEvent,
+)
 from orchestrator.events import EventBus
 from orchestrator.server.app import create_app
 from providers.scripted import ScriptedCall, ScriptedResponse
@@ -147,7 +153,7 @@ async def test_a_conversation_publishes_only_events_that_fit_their_models(make_r
     custom = [parse_event(e) for e in live if e.type == "order_looked_up"]
     assert custom and all(isinstance(c, CustomEvent) and c.data == {"order_id": "42"} for c in custom)
     created = next(parse_event(e) for e in stored if e.type == "message_created")
-    assert isinstance(created, MessageCreated) and isinstance(created.data, Message)
+    assert isinstance(created, MessageCreatedEvent) and isinstance(created.data, Message)
 
 
 FRAME = {"thread_id": "thr_1", "seq": 3, "at": 1.5}
@@ -180,14 +186,14 @@ def test_an_event_of_the_wrong_shape_is_rejected(frame: dict[str, Any], problem:
 
 
 def test_the_right_shapes_are_accepted_and_typed() -> None:
-    assert isinstance(parse_event({**FRAME, "type": "text_delta", "data": DELTA}), TextDelta)
+    assert isinstance(parse_event({**FRAME, "type": "text_delta", "data": DELTA}), TextDeltaEvent)
     fallback = parse_event({**FRAME, "type": "model_fallback", "data": {"from": "a", "to": "b", "error": "x"}})
-    assert isinstance(fallback, ModelFallback) and fallback.data.from_ == "a"
+    assert isinstance(fallback, ModelFallbackEvent) and fallback.data.from_ == "a"
     for data in (
         {"flow_id": "f", "error": "x", "provider": None, "status": 429},
         {"code": "thread_busy", "error": "x"},
     ):
-        assert isinstance(parse_event({**FRAME, "type": "execution_failed", "data": data}), ExecutionFailed)
+        assert isinstance(parse_event({**FRAME, "type": "execution_failed", "data": data}), ExecutionFailedEvent)
     for data in ({"any": ["json", 1, None]}, "text", None, 3):
         assert isinstance(parse_event({**FRAME, "type": "my_event", "data": data}), CustomEvent)
 
