@@ -8,6 +8,7 @@ event any test makes the runtime publish is checked against its model as it is p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError
 from support import definitions
+from test_answer_ends import answer, chat  # noqa: F401 - chat: a fixture answering with raw SSE
 
 from orchestrator import (
     BUILTIN_EVENT_TYPES,
@@ -41,11 +43,12 @@ from orchestrator.event_types import (
     ExecutionFailedEvent,
     MessageCreatedEvent,
     ModelFallbackEvent,
+    ModelFinishErrorEvent,
     TextDeltaEvent,
 )
 from orchestrator.events import EventBus
 from orchestrator.server.app import create_app
-from providers.scripted import ScriptedCall, ScriptedResponse
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
 R = ScriptedResponse
@@ -264,3 +267,29 @@ def test_the_page_names_only_built_in_types_and_reads_them_from_the_schema() -> 
     named = set(re.findall(r'case "([a-z_]+)"', script)) | set(re.findall(r'ev\.type === "([a-z_]+)"', script))
     assert named and named <= BUILTIN_EVENT_TYPES
     assert 'fetch("/schema/events")' in script and "discriminator.mapping" in script
+
+
+async def test_a_finish_error_fits_its_model(chat: Any) -> None:
+    """One of two built-in types no other test makes the runtime publish (the other: model_fallback)."""
+    thread = await chat([answer({"role": "assistant", "content": "Partial"}, finish="error")])
+    with contextlib.suppress(Exception):
+        await thread.send("Hi")
+    ended = [e for e in await asyncio.wait_for(_watch(thread), 15) if e.type == "model_finish_error"]
+    assert len(ended) == 1 and isinstance(parse_event(ended[0]), ModelFinishErrorEvent)
+
+
+async def test_a_fallback_fits_its_model(make_runtime: Any) -> None:
+
+    scripted = {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}
+    config = {
+        "providers": {"scripted": {"type": "scripted"}},
+        "models": {"demo": {**scripted, "fallbacks": ["spare"]}, "spare": scripted},
+        "default_model": "demo",
+    }
+    runtime, _ = await make_runtime(_defs(), [ScriptedFault(500), *CONVERSATION], config=config)
+    thread = await runtime.create_thread("demo")
+    await thread.run()
+    fallbacks = [e for e in await runtime.storage.events_after(thread.id, 0) if e.type == "model_fallback"]
+    assert len(fallbacks) == 1
+    typed = parse_event(fallbacks[0])
+    assert isinstance(typed, ModelFallbackEvent) and (typed.data.from_, typed.data.to) == ("demo", "spare")
