@@ -25,10 +25,16 @@ from .messages import Event, Message, MessagesResult, ToolCall
 from .results import AttachmentRef, ToolAttachment, ToolResult
 
 if TYPE_CHECKING:
+    from .event_types import BUILTIN_EVENT_TYPES, CustomEvent, TypedEvent, events_json_schema, parse_event
     from .runtime import ExecutionResult, Runtime, Thread
     from .state import AbortSignal, ExecutionState, ThreadState
 
 _LAZY = {
+    "TypedEvent": ".event_types",  # events as typed models: orchestrator/event_types.py
+    "CustomEvent": ".event_types",
+    "parse_event": ".event_types",
+    "events_json_schema": ".event_types",
+    "BUILTIN_EVENT_TYPES": ".event_types",
     "Runtime": ".runtime",
     "Thread": ".runtime",
     "ExecutionResult": ".runtime",
@@ -40,9 +46,11 @@ _LAZY = {
 __version__ = "0.2.0"
 
 __all__ = [
+    "BUILTIN_EVENT_TYPES",
     "AbortSignal",
     "AgentDefinition",
     "AttachmentRef",
+    "CustomEvent",
     "DefinitionError",
     "Event",
     "ExecutionResult",
@@ -59,11 +67,14 @@ __all__ = [
     "ToolCall",
     "ToolDefinition",
     "ToolResult",
+    "TypedEvent",
     "VariableDefinition",
     "define_agent",
     "define_hook",
     "define_prompt",
     "define_tool",
+    "events_json_schema",
+    "parse_event",
 ]
 
 

@@ -453,6 +453,20 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show
     click.echo(f"{cassette}: replay matches the recording ({len(messages)} messages)")
 
 
+@main.group()
+def schema() -> None:
+    """Print the JSON schemas clients code against."""
+
+
+@schema.command("events")
+@click.option("--indent", type=click.IntRange(0, 8), default=2, show_default=True, help="0: one line.")
+def schema_events(indent: int) -> None:
+    """The JSON schema of an event on the WebSocket and in the event log (also `GET /schema/events`)."""
+    from .event_types import events_json_schema
+
+    click.echo(json.dumps(events_json_schema(), indent=indent or None, sort_keys=False))
+
+
 def _import_litellm_in_background() -> None:
     """Start LiteLLM's import (seconds) now, beside loading definitions, config and storage,
     rather than after them: the first model request needs it either way."""

@@ -21,15 +21,22 @@ published after it, until it is in the log together with the thread status it
 announces. Were it live first, a publisher dying before that commit would leave
 clients told "stopped" while the thread is still `running`, and the process
 that resumes it would announce a second start and stop.
+
+With `ORCHESTRATOR_CHECK_EVENTS=1` in the environment (the test suite sets it)
+every published payload is checked against its model in `event_types.py`
+first, and a wrong shape raises at the emission site. It is off by default:
+`text_delta` is published per streamed chunk and the executor's loop must not
+pay for a check the tests already make.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -93,6 +100,11 @@ class EventBus:
         self._channels: dict[str, _Channel] = {}
         self._broker = broker
         self._fences: dict[str, int] = {}  # thread -> lease token of the execution this process runs
+        self._check: Callable[[str, str, object], None] | None = None
+        if os.environ.get("ORCHESTRATOR_CHECK_EVENTS") == "1":
+            from .event_types import check_payload
+
+            self._check = check_payload
 
     def fence(self, thread_id: str, token: int | None) -> None:
         """Write this thread's events under `token` (its execution's lease), so a
@@ -165,6 +177,8 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if ch is None:
             raise RuntimeError(f"event bus: thread {thread_id} is not attached")
+        if self._check is not None:
+            self._check(thread_id, type, data)
         ch.seq += 1
         redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
         if redactor.active:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ["ORCHESTRATOR_REQUEST_MEMO"] = (
-    "0"  # no test reads or writes ~/.cache (tests/test_request_memo.py turns it on)
-)
+os.environ["ORCHESTRATOR_REQUEST_MEMO"] = "0"  # no test reads or writes ~/.cache (test_request_memo.py turns it on)
+os.environ.setdefault("ORCHESTRATOR_CHECK_EVENTS", "1")  # every published event is checked against its model
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path

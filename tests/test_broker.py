@@ -194,6 +194,9 @@ async def test_a_stale_publisher_cannot_rewrite_the_stream(node: Any) -> None:
     assert await current.last_seq(thread.id) == 3
 
 
+STOPPED = {"flow_id": "flow_1", "reason": "end_conversation", "stopped_by": "b"}  # the shape event_types checks
+
+
 async def test_execution_stopped_reaches_the_stream_only_once_stored(node: Any) -> None:
     """A worker killed between announcing the end and committing it must not
     leave clients told "stopped" while the thread is still running (the next
@@ -203,9 +206,11 @@ async def test_execution_stopped_reaches_the_stream_only_once_stored(node: Any) 
     thread = await runtime.create_thread("duo")  # seq 1
     await bus.flush(thread.id)
     await bus.attach(thread.id)
-    bus.publish(thread.id, "turn_ended", {"reason": "end_conversation"}, defer=True)  # 2: live at once
-    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 3: held ...
-    bus.publish(thread.id, "text_delta", {"text": "after"})  # 4: ... and what follows it, in order
+    bus.publish(thread.id, "turn_ended", {"side": "b", "reason": "end_conversation"}, defer=True)  # 2: live at once
+    bus.publish(thread.id, "execution_stopped", STOPPED, defer=True)  # 3: held ...
+    bus.publish(
+        thread.id, "text_delta", {"side": "b", "depth": 0, "text": "after"}
+    )  # 4: ... and what follows it, in order
     await broker.drain()
     assert await broker.last_seq(thread.id) == 2
     await runtime.storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))  # the final step
@@ -221,7 +226,7 @@ async def test_an_end_whose_commit_failed_is_never_announced(node: Any) -> None:
     thread = await runtime.create_thread("duo")
     await bus.flush(thread.id)
     await bus.attach(thread.id)
-    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 2
+    bus.publish(thread.id, "execution_stopped", STOPPED, defer=True)  # 2
     bus.take_pending(thread.id)  # taken by a commit that then failed
     await bus.flush(thread.id)
     assert await broker.last_seq(thread.id) == 1 and await runtime.storage.last_event_seq(thread.id) == 1
@@ -234,7 +239,7 @@ async def test_in_process_subscribers_get_a_held_end_in_order(node: Any) -> None
     bus.use_broker(None)  # one process: subscribers hang off the bus itself
     thread = await runtime.create_thread("duo")  # seq 1
     await bus.flush(thread.id)
-    bus.publish(thread.id, "execution_stopped", {"reason": "end_conversation"}, defer=True)  # 2, held
+    bus.publish(thread.id, "execution_stopped", STOPPED, defer=True)  # 2, held
     bus.publish(thread.id, "custom", {"n": 3}, defer=True)  # 3, behind it
     watcher = asyncio.create_task(_collect(runtime, thread.id, 0, lambda e: e.seq == 3))
     await asyncio.sleep(0.2)

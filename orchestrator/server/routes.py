@@ -8,6 +8,7 @@ the runtime. Long work (executions) goes to `Runs` and answers 202.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -388,3 +389,17 @@ async def list_tools(srv: Srv, who: Who) -> ToolList:
             )
         )
     return ToolList(tools=tools)
+
+
+@router.get("/schema/events", tags=["catalog"], response_description="A JSON schema (draft 2020-12)")
+async def event_schema() -> dict[str, Any]:
+    """The JSON schema of one event on `/threads/{id}/events` (as `orchestrator schema events` prints it).
+    No token needed, as for the OpenAPI document: it describes the API, not anyone's data."""
+    return _event_schema()
+
+
+@functools.cache
+def _event_schema() -> dict[str, Any]:
+    from ..event_types import events_json_schema
+
+    return events_json_schema()

@@ -4,9 +4,13 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const LIFECYCLE = new Set(["thread_created", "execution_started", "turn_started", "step_started", "text_delta",
-  "tool_call_started", "message_created", "message_updated", "tool_result", "turn_ended", "execution_stopped",
-  "execution_failed", "stream_restarted", "model_fallback", "subagent_started", "tool_invoked", "tool_invoked_result"]);
+// The built-in event types, from the server's event schema (GET /schema/events: its discriminator's
+// mapping); any other type is a tool's own event, listed under "custom events". Event data is read
+// only as that schema describes it.
+let BUILTIN_EVENTS = new Set();
+const eventTypesReady = fetch("/schema/events").then((res) => res.json())
+  .then((schema) => { BUILTIN_EVENTS = new Set(Object.keys(schema.discriminator.mapping)); })
+  .catch(() => {});
 const INLINE_IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 const view = { threadId: null, agentType: null, lastSeq: 0, ws: null, streaming: {}, toolCards: {},
@@ -251,7 +255,7 @@ function handle(ev) {
   const d = ev.data || {};
   switch (ev.type) {
     case "text_delta": onDelta(d); return;
-    case "message_created": case "message_updated": onMessage(d); break;
+    case "message_created": onMessage(d); break;
     case "tool_call_started": onToolStarted(d); break;
     case "tool_result": onToolResult(d); break;
     case "tool_invoked": onInvoked(d); break;
@@ -271,7 +275,7 @@ function handle(ev) {
       refreshUsage(); break;
     case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); break;
   }
-  if (!LIFECYCLE.has(ev.type)) log("custom-events", ev, brief(ev.data));
+  if (!BUILTIN_EVENTS.has(ev.type)) log("custom-events", ev, brief(ev.data));
   log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
 }
 
@@ -312,6 +316,7 @@ async function openThread(id) {
   setUsage(thread.usage);
   setRunning(thread.running, thread.status);
   history.replaceState(null, "", `#thread=${thread.id}`);
+  await eventTypesReady;
   connect();
 }
 
