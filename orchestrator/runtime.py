@@ -5,8 +5,8 @@
     result = await thread.run()          # dual_ai: until the execution stops
     result = await thread.send("Hi")     # ai_human: the person's turn, then side a's
 
-`Services` bundles what every layer below shares (storage, event bus, hooks,
-model client, settings, secret scopes), so each of them takes one argument.
+`Services` (services.py) bundles what every layer below shares, so each of
+them takes one argument.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import json
 import os
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -30,10 +29,11 @@ from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
 from .logs import ensure_logging, register_secrets
-from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
+from .messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
+from .services import Services
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
-from .storage import StepWrite, Storage, open_storage
+from .storage import Storage, open_storage
 from .storage.owners import process_owner
 from .validation import describe
 
@@ -43,64 +43,6 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
-
-
-@dataclass
-class Services:
-    definitions: Any  # loader.Definitions
-    storage: Storage
-    bus: EventBus
-    hooks: Hooks
-    client: Any  # providers.client.ModelClient
-    settings: RuntimeSettings
-    redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
-    runtime_env: dict[str, EnvValue]
-    owner: str  # this process's lease owner id
-    toolsets: dict[tuple[str, str | None], Any] = field(
-        default_factory=dict
-    )  # (prompt, model alias) -> (ModelInfo, Toolset)
-    mcp: McpTools | None = None  # the config's MCP servers, started on first use
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
-
-    async def store_message(
-        self,
-        state: ThreadState,
-        message: Message,
-        *,
-        event: str = "message_created",
-        thread: ThreadRecord | None = None,
-    ) -> Message:
-        """Create-message lifecycle: hook, one transaction, live history, event, hook."""
-        message = await self.hooks.transform("before_create_message", state, message)
-        execution = state.execution
-        write = StepWrite(
-            thread_id=message.thread_id,
-            new_messages=[message],
-            events=self.bus.take_pending(message.thread_id),
-            thread=thread,
-            lease_token=execution.lease_token if execution else None,
-        )
-        try:
-            [stored] = await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(message.thread_id, write.events, exc)
-            raise
-        self.bus.committed(message.thread_id, write.events)
-        if execution is not None:
-            execution.message_history.append(stored)
-        self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
-        await self.hooks.call("after_create_message", state, stored)
-        return stored
-
-    async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
-        events = self.bus.take_pending(thread.id)
-        try:
-            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
-            await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(thread.id, events, exc)
-            raise
-        self.bus.committed(thread.id, events)
 
 
 class Runtime:
