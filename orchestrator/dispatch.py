@@ -23,7 +23,7 @@ import json
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,13 +33,18 @@ from .env import EnvNotFoundError
 from .messages import Message, SideName, ToolCall, new_id
 from .results import AttachmentRef, ToolAttachment, ToolResult
 from .schema import drop_null_defaults
-from .state import ThreadState, ToolCallContext, ToolUseError
+from .state import ThreadState, ToolCallContext, ToolUseError, bind_call
+from .toolset import Callable_
 from .validation import describe
 
+if TYPE_CHECKING:
+    from .services import Services
+
+_T = TypeVar("_T")
+
+NestedTarget = PromptDefinition | AgentDefinition
 # (target, args, call, depth, the calling state: its prompt path is the nested call's parent)
-NestedRunner = Callable[
-    [PromptDefinition | AgentDefinition, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]
-]
+NestedRunner = Callable[[NestedTarget, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]]
 
 
 class Aborted(Exception):
@@ -53,13 +58,13 @@ class StepTools:
     state: ThreadState
     side: SideName
     depth: int
-    callables: dict[str, Any]
+    callables: dict[str, Callable_]
     provider_tools: set[str]
     run_nested: NestedRunner
 
 
 class Dispatcher:
-    def __init__(self, services: Any, step: StepTools) -> None:
+    def __init__(self, services: Services, step: StepTools) -> None:
         self._services = services
         self._settings = services.settings
         self._step = step
@@ -88,17 +93,17 @@ class Dispatcher:
             stored.extend(await self._run_queue(call, results[i][1]))
         return stored
 
-    async def _await_or_abort(self, task: asyncio.Task[Any]) -> Any:
+    async def _await_or_abort(self, task: asyncio.Task[_T]) -> _T:
         await self._wait_or_abort({task})
         return task.result()
 
-    async def _wait_or_abort(self, tasks: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
+    async def _wait_or_abort(self, tasks: set[asyncio.Task[_T]]) -> set[asyncio.Task[_T]]:
         """The tasks done first (at least one); on abort, cancel them all and raise Aborted."""
         execution = self._step.state.execution
         if execution is None:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             return done
-        waiter = asyncio.create_task(execution.abort_signal.wait())
+        waiter: asyncio.Task[Any] = asyncio.create_task(execution.abort_signal.wait())
         try:
             done, _ = await asyncio.wait({*tasks, waiter}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -118,6 +123,7 @@ class Dispatcher:
             count += 1  # ids derive from the parent's, so a replayed run sends the same request
             call = ToolCall(id=f"{parent.id}_queued_{count}", name=name, arguments=json.dumps(args))
             limit = self._settings.max_queued_tools
+            more: list[tuple[str, dict[str, Any]]]
             if self._queued_runs >= limit:
                 result, more = (
                     ToolResult.fail(
@@ -158,11 +164,12 @@ class Dispatcher:
             return error, []
         if isinstance(target, (PromptDefinition, AgentDefinition)):
             return await self._step.run_nested(target, _as_dict(args), call, self._step.depth, self._step.state), []
-        return await self._execute(target, call, args, chain)
+        ran: tuple[ToolResult, list[tuple[str, dict[str, Any]]]] = await self._execute(target, call, args, chain)
+        return ran
 
     @tracing.tool_call
     async def _execute(
-        self, tool: ToolDefinition, call: ToolCall, args: Any, chain: tuple[str, ...]
+        self, tool: ToolDefinition, call: ToolCall, args: BaseModel | dict[str, Any] | None, chain: tuple[str, ...]
     ) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         missing = await self._missing_variable(tool)
         if missing is not None:
@@ -174,7 +181,7 @@ class Dispatcher:
             chain=chain + (tool.name or call.name,),
             idempotency_key=f"{self._step.state.thread_id}:{call.id}",
         )
-        state = self._step.state._bind_call(context)
+        state = bind_call(self._step.state, context)
         timeout = tool.timeout or self._settings.tool_timeout
         deadline = asyncio.timeout(timeout)
         try:
@@ -234,9 +241,11 @@ class Dispatcher:
             return error
         if not isinstance(target, ToolDefinition):
             return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth, self._step.state)
-        result, queue = await self._execute(target, call, parsed, parent.chain)
-        parent.queue.extend(queue)
-        return result
+        ran: tuple[ToolResult, list[tuple[str, dict[str, Any]]]] = await self._execute(
+            target, call, parsed, parent.chain
+        )
+        parent.queue.extend(ran[1])
+        return ran[0]
 
     async def _missing_variable(self, tool: ToolDefinition) -> ToolResult | None:
         for variable in tool.variables:
@@ -348,7 +357,7 @@ def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:
     return args or {}
 
 
-def _coerce_result(name: str, raw: Any) -> ToolResult:
+def _coerce_result(name: str, raw: object) -> ToolResult:
     if isinstance(raw, ToolResult):
         return raw
     if isinstance(raw, dict):

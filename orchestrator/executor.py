@@ -5,6 +5,10 @@ Read top to bottom: `execute` takes the thread's lease and runs `_Execution.go`,
 which alternates sides' turns until something ends the execution; `turn` runs
 one side's steps until its turn ends; `step` streams one model response,
 stores it in one transaction and dispatches its tool calls.
+
+`toolset`, `stream`, `count_step` and `dispatch` are the public face a prompt
+called as a tool runs its nested loop through (`nested.NestedHost`); the rest
+of `_Execution` is the loop's own.
 """
 
 from __future__ import annotations
@@ -12,28 +16,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from providers.stream import ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
+from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
 from . import tracing
 from .answers import answer_message, provider_family
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
-from .dispatch import Aborted, Dispatcher, StepTools
+from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from .hooks import ToolCallStart
 from .lease import LeaseKeeper
-from .messages import ExecutionSnapshot, Message, SideName, StoppedBy, ThreadRecord, ToolCall, Usage, new_id
+from .messages import (
+    ExecutionSnapshot,
+    Message,
+    SideName,
+    StoppedBy,
+    ThreadRecord,
+    ThreadStatus,
+    ToolCall,
+    Usage,
+    new_id,
+)
 from .state import ExecutionState, ThreadState
 from .storage.base import StaleLeaseError
 from .streaming import CallStarted, StreamAssembler
 from .toolset import Toolset, build_toolset
 from .views import render_prompt, side_view
 
+if TYPE_CHECKING:
+    from .results import ToolResult
+    from .services import Services
+
 _log = structlog.get_logger("orchestrator.executor")
+_T = TypeVar("_T")
 
 
 class ExecutionFailed(RuntimeError):
@@ -80,9 +100,15 @@ def _other(side: SideName) -> SideName:
 
 
 async def execute(
-    services: Any, thread: ThreadRecord, *, person_message: str | None = None, on_start: Any = None
+    services: Services,
+    thread: ThreadRecord,
+    *,
+    person_message: str | None = None,
+    on_start: Callable[[ThreadState], None] | None = None,
 ) -> ExecutionResult:
-    """Run one execution of `thread` under its lease (one execution per thread)."""
+    """Run one execution of `thread` under its lease (one execution per thread).
+
+    `on_start` runs once the execution holds the lease, before it writes anything."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
@@ -99,7 +125,8 @@ async def execute(
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state)
-        return await _Execution(services, thread, agent, state, execution).go(person_message)
+        result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
+        return result
     finally:
         await keeper.stop()
         with contextlib.suppress(Exception):
@@ -122,7 +149,12 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
 
 class _Execution:
     def __init__(
-        self, services: Any, thread: ThreadRecord, agent: AgentDefinition, state: ThreadState, execution: ExecutionState
+        self,
+        services: Services,
+        thread: ThreadRecord,
+        agent: AgentDefinition,
+        state: ThreadState,
+        execution: ExecutionState,
     ) -> None:
         self.services = services
         self.thread = thread
@@ -225,7 +257,7 @@ class _Execution:
 
     # -- step: one model response and its tool calls ------------------------
     async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
-        info, toolset = await self._toolset(prompt)
+        info, toolset = await self.toolset(prompt)
         history = list(self.execution.message_history)  # one snapshot per request
         system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
         attachments = await self._image_data(history) if info.supports_images else {}
@@ -236,20 +268,20 @@ class _Execution:
         messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
         started = time.perf_counter()
         self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
-        assistant, end = await self._stream(side, prompt, info, toolset, messages, depth=0)
+        assistant, end = await self.stream(side, prompt, info, toolset, messages, depth=0)
         self.count_step(side, end)
         self.thread.execution = self.snap
         await self.services.store_message(self.state, assistant, thread=self.thread)
         self._log_step(side, info, end, started)
-        await self._dispatch(side, toolset, assistant.tool_calls or [], depth=0)
+        await self.dispatch(side, toolset, assistant.tool_calls or [], depth=0)
         return _Outcome(called={c.name for c in assistant.tool_calls or []})
 
     @tracing.chat
-    async def _stream(
+    async def stream(
         self,
         side: SideName,
         prompt: PromptDefinition,
-        info: Any,
+        info: ModelInfo,
         toolset: Toolset,
         messages: list[dict[str, Any]],
         depth: int,
@@ -321,7 +353,7 @@ class _Execution:
         self._publish("tool_call_started", start.model_dump())
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
-    async def _dispatch(
+    async def dispatch(
         self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
     ) -> list[Message]:
         """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's."""
@@ -329,13 +361,16 @@ class _Execution:
             return []
         from .nested import run_nested
 
-        async def nested(target: Any, args: dict[str, Any], call: ToolCall, at_depth: int, caller: ThreadState) -> Any:
-            return await run_nested(self, target, args, call, side, at_depth, caller)
+        async def nested(
+            target: NestedTarget, args: dict[str, Any], call: ToolCall, at_depth: int, caller: ThreadState
+        ) -> ToolResult:
+            result: ToolResult = await run_nested(self, target, args, call, side, at_depth, caller)
+            return result
 
         step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         return await Dispatcher(self.services, step).run_calls(calls)
 
-    async def _until_aborted(self, work: Any) -> Any:
+    async def _until_aborted(self, work: Coroutine[Any, Any, _T]) -> _T:
         """Await `work` in this task; the abort signal cancels it (no extra tasks per step)."""
         signal = self.execution.abort_signal
         if signal.aborted:
@@ -383,8 +418,8 @@ class _Execution:
             return None
         pending = [c for c in last.tool_calls or [] if c.id not in answered]
         prompt = self.services.definitions.prompts[self._side(last.side).prompt]
-        _, toolset = await self._toolset(prompt)
-        await self._dispatch(last.side, toolset, pending, depth=0)
+        _, toolset = await self.toolset(prompt)
+        await self.dispatch(last.side, toolset, pending, depth=0)
         return _Outcome(called={c.name for c in last.tool_calls or []})
 
     # -- bookkeeping -------------------------------------------------------
@@ -394,10 +429,14 @@ class _Execution:
             raise RuntimeError(f"agent {self.agent.name!r} has no side {side!r} (it is an ai_human agent)")
         return side_def
 
+    @property
+    def flow_id(self) -> str:
+        return self.snap.flow_id
+
     def model_alias(self, prompt: PromptDefinition) -> str | None:
         return self.services.settings.model or prompt.model
 
-    async def _toolset(self, prompt: PromptDefinition) -> tuple[Any, Toolset]:
+    async def toolset(self, prompt: PromptDefinition) -> tuple[ModelInfo, Toolset]:
         """The prompt's model and tools; built once per runtime (schemas cost milliseconds)."""
         alias = self.model_alias(prompt)
         key = (prompt.name or "", alias)
@@ -441,7 +480,7 @@ class _Execution:
             Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts)
         )
 
-    def _log_step(self, side: SideName, info: Any, end: StreamEnd, started: float) -> None:
+    def _log_step(self, side: SideName, info: ModelInfo, end: StreamEnd, started: float) -> None:
         _log.info(
             "step",
             thread_id=self.thread.id,
@@ -455,7 +494,7 @@ class _Execution:
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
 
-    def _publish(self, kind: str, data: Any) -> None:
+    def _publish(self, kind: str, data: object) -> None:
         self.services.bus.publish(self.thread.id, kind, data, defer=kind not in ("text_delta", "reasoning_delta"))
 
     def _end(self, side: SideName, reason: str) -> None:
@@ -464,9 +503,9 @@ class _Execution:
             self.snap.stopped_by = side
             self.snap.reason = reason
 
-    async def _save(self, status: str | None = None) -> None:
+    async def _save(self, status: ThreadStatus | None = None) -> None:
         if status is not None:
-            self.thread.status = status  # type: ignore[assignment]
+            self.thread.status = status
         self.thread.execution = self.snap
         self.thread.updated_at = time.time()
         await self.services.save_thread(self.thread, lease_token=self.execution.lease_token)
@@ -475,10 +514,9 @@ class _Execution:
         aborted = self.execution.abort_signal.aborted
         if aborted and not self.snap.stopped:
             self._end(self.snap.current_side, self.execution.abort_signal.reason or "stopped")
+        status: ThreadStatus = "idle"
         if self.snap.stopped:
             status = "stopped" if aborted or self.snap.reason == "stopped" else "completed"
-        else:
-            status = "idle"
         self._publish(
             "execution_stopped",
             {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by},

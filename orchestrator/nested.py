@@ -4,23 +4,68 @@ A prompt as a tool runs a nested model loop one level deeper (`prompt_path`
 grows; its messages are stored with `depth + 1`) and returns its final text.
 An agent as a tool runs a child thread whose creation arguments are the call's
 arguments, and returns the child's final answer.
+
+A nested loop runs inside its caller's execution (its counters, stream, events
+and dispatch): `NestedHost` is what it uses of it, and all it may use.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import tracing
 from .answers import provider_family
 from .definitions import AgentDefinition, PromptDefinition
 from .messages import Message, SideName, ThreadRecord, ToolCall
 from .results import ToolResult
+from .state import in_prompt
 from .views import render_prompt, side_view
 
 if TYPE_CHECKING:
-    from .executor import _Execution
+    from providers.stream import ModelInfo, StreamEnd
+
+    from .services import Services
     from .state import ThreadState
+    from .toolset import Toolset
+
+
+class NestedHost(Protocol):
+    """The execution a nested call runs in (`executor._Execution` is the one)."""
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def thread(self) -> ThreadRecord: ...
+
+    @property
+    def state(self) -> ThreadState: ...
+
+    @property
+    def flow_id(self) -> str: ...
+
+    async def toolset(self, prompt: PromptDefinition) -> tuple[ModelInfo, Toolset]:
+        """The prompt's model and tools."""
+
+    async def stream(
+        self,
+        side: SideName,
+        prompt: PromptDefinition,
+        info: ModelInfo,
+        toolset: Toolset,
+        messages: list[dict[str, Any]],
+        depth: int,
+    ) -> tuple[Message, StreamEnd]:
+        """One model response, streamed with the execution's events and abort."""
+
+    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
+        """Count a step (and its usage) in the execution's counters."""
+
+    async def dispatch(
+        self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
+    ) -> list[Message]:
+        """Run a step's tool calls; returns the stored results."""
 
 
 def _opening_text(args: dict[str, Any]) -> str:
@@ -30,7 +75,7 @@ def _opening_text(args: dict[str, Any]) -> str:
 
 @tracing.tool_call
 async def run_nested(
-    run: _Execution,
+    run: NestedHost,
     target: PromptDefinition | AgentDefinition,
     args: dict[str, Any],
     call: ToolCall,
@@ -47,7 +92,7 @@ async def run_nested(
 
 
 async def _run_prompt(
-    run: _Execution,
+    run: NestedHost,
     prompt: PromptDefinition,
     args: dict[str, Any],
     call: ToolCall,
@@ -56,8 +101,8 @@ async def _run_prompt(
     caller: ThreadState,
 ) -> ToolResult:
     inner = depth + 1
-    state = caller._in_prompt(prompt.name or call.name)  # its own path: parallel calls never share a top
-    info, toolset = await run._toolset(prompt)
+    state = in_prompt(caller, prompt.name or call.name)  # its own path: parallel calls never share a top
+    info, toolset = await run.toolset(prompt)
     system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
     opening = Message(
         thread_id=run.thread.id,
@@ -65,24 +110,24 @@ async def _run_prompt(
         role="user",
         content=_opening_text(args),
         depth=inner,
-        flow_id=run.snap.flow_id,
+        flow_id=run.flow_id,
         metadata={"parent_call": call.id, "prompt": prompt.name},
     )
     local: list[Message] = [await run.services.store_message(state, opening)]
     for _ in range(prompt.max_steps):
         messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
-        assistant, end = await run._stream(side, prompt, info, toolset, messages, depth=inner)
+        assistant, end = await run.stream(side, prompt, info, toolset, messages, depth=inner)
         run.count_step(side, end, nested=True)
         assistant.metadata["parent_call"] = call.id
         local.append(await run.services.store_message(state, assistant, thread=run.thread))
         if not assistant.tool_calls:
             return ToolResult.ok(assistant.content or "")
-        local.extend(await run._dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
+        local.extend(await run.dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
     return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
 
 
 async def _run_agent(
-    run: _Execution, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int
+    run: NestedHost, agent: AgentDefinition, args: dict[str, Any], call: ToolCall, depth: int
 ) -> ToolResult:
     from .executor import ExecutionFailed, execute
 

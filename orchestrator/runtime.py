@@ -5,8 +5,9 @@
     result = await thread.run()          # dual_ai: until the execution stops
     result = await thread.send("Hi")     # ai_human: the person's turn, then side a's
 
-`Services` bundles what every layer below shares (storage, event bus, hooks,
-model client, settings, secret scopes), so each of them takes one argument.
+`Services` (services.py) bundles what every layer below shares, so each of
+them takes one argument; `LiveExecutions` (live.py) knows which execution of a
+thread runs here.
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ import asyncio
 import gc
 import json
 import os
-import weakref
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -29,89 +27,36 @@ from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
 from .executor import ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
+from .live import LiveExecutions, StartTicket
 from .logs import ensure_logging, register_secrets
-from .messages import EnvType, EnvValue, Event, Message, MessagesResult, SideName, ThreadRecord
+from .messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
+from .services import Services
 from .settings import RuntimeSettings
 from .state import ExecutionState, ThreadState
-from .storage import StepWrite, Storage, open_storage
+from .storage import Storage, open_storage
 from .storage.owners import process_owner
 from .validation import describe
 
 if TYPE_CHECKING:
+    from providers.client import ModelClient
+    from providers.config import ProvidersConfig
+
+    from .broker import RedisBroker
+    from .loader import Definitions
     from .mcp import McpTools
 
-_T = TypeVar("_T")
-
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
-
-
-@dataclass
-class Services:
-    definitions: Any  # loader.Definitions
-    storage: Storage
-    bus: EventBus
-    hooks: Hooks
-    client: Any  # providers.client.ModelClient
-    settings: RuntimeSettings
-    redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
-    runtime_env: dict[str, EnvValue]
-    owner: str  # this process's lease owner id
-    toolsets: dict[tuple[str, str | None], Any] = field(
-        default_factory=dict
-    )  # (prompt, model alias) -> (ModelInfo, Toolset)
-    mcp: McpTools | None = None  # the config's MCP servers, started on first use
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
-
-    async def store_message(
-        self,
-        state: ThreadState,
-        message: Message,
-        *,
-        event: str = "message_created",
-        thread: ThreadRecord | None = None,
-    ) -> Message:
-        """Create-message lifecycle: hook, one transaction, live history, event, hook."""
-        message = await self.hooks.transform("before_create_message", state, message)
-        execution = state.execution
-        write = StepWrite(
-            thread_id=message.thread_id,
-            new_messages=[message],
-            events=self.bus.take_pending(message.thread_id),
-            thread=thread,
-            lease_token=execution.lease_token if execution else None,
-        )
-        try:
-            [stored] = await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(message.thread_id, write.events, exc)
-            raise
-        self.bus.committed(message.thread_id, write.events)
-        if execution is not None:
-            execution.message_history.append(stored)
-        self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
-        await self.hooks.call("after_create_message", state, stored)
-        return stored
-
-    async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
-        events = self.bus.take_pending(thread.id)
-        try:
-            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
-            await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(thread.id, events, exc)
-            raise
-        self.bus.committed(thread.id, events)
 
 
 class Runtime:
     def __init__(
         self,
-        definitions: Any,
+        definitions: Definitions,
         *,
-        config: Any,
+        config: ProvidersConfig,
         storage: Storage,
         settings: RuntimeSettings | None = None,
-        client: Any = None,
+        client: ModelClient | None = None,
     ) -> None:
         self.definitions = definitions
         self.config = config
@@ -120,19 +65,16 @@ class Runtime:
         self._client = client
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
-        self._running: dict[str, ExecutionState] = {}
-        self._forced: dict[str, SideName] = {}  # force_turn at rest, applied when the next execution starts
-        self._starting: Counter[str] = Counter()  # per thread: run()/send()/start() calls not yet holding the lease
-        self._stops: dict[str, str] = {}  # stops said while an execution was starting: applied once it holds the lease
+        self.live = LiveExecutions()  # which execution of a thread runs here; controls said before it does
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions started here; close() waits for them
-        self._broker: Any = None  # a RedisBroker when settings.redis is set
+        self._broker: RedisBroker | None = None  # when settings.redis is set
 
     @classmethod
     def from_path(
         cls,
         path: str | Path = "agents",
         *,
-        config: str | Path | Sequence[str | Path] | Any = "configs/default.yaml",
+        config: str | Path | Sequence[str | Path] | ProvidersConfig = "configs/default.yaml",
         storage: str | Storage | None = None,
         settings: RuntimeSettings | None = None,
         model: str | None = None,
@@ -215,11 +157,7 @@ class Runtime:
     def stop_all(self, reason: str) -> None:
         """Stop every execution running here, and every one still being started
         (it ends before its first model request); `stopped_by` is "caller"."""
-        for execution in list(self._running.values()):
-            execution.stop(reason, by="caller")
-        for thread_id, count in self._starting.items():
-            if count > 0:
-                self._stops[thread_id] = reason
+        self.live.stop_all(reason)
 
     async def _stop_executions(self, timeout: float) -> None:
         self.stop_all("runtime closed")
@@ -231,30 +169,6 @@ class Runtime:
             task.cancel()
         if late:
             await asyncio.wait(late)
-
-    # -- stops said before an execution holds the lease ---------------------
-    def _announce(self, thread_id: str) -> _StartTicket:
-        """A run()/send()/start() call: from now on a stop for the thread is kept for it."""
-        self._starting[thread_id] += 1
-        return _StartTicket(self, thread_id)
-
-    def _settle_start(self, thread_id: str, execution: ExecutionState | None) -> None:
-        """The announced start holds the lease (`execution`) or gave up (None)."""
-        self._starting[thread_id] -= 1
-        if self._starting[thread_id] <= 0:
-            del self._starting[thread_id]
-        if execution is not None:
-            reason = self._stops.pop(thread_id, None)
-            if reason is not None:
-                execution.stop(reason, by="caller")
-        elif thread_id not in self._starting:
-            self._stops.pop(thread_id, None)  # nobody left to apply it to
-
-    def _keep_stop(self, thread_id: str, reason: str) -> bool:
-        if self._starting.get(thread_id, 0) > 0:
-            self._stops[thread_id] = reason
-            return True
-        return False
 
     async def __aenter__(self) -> Runtime:
         return await self.open()
@@ -328,7 +242,7 @@ class Runtime:
         await self.storage.set_env("user", user_id, name, value, type)  # redacted in a thread once it reads it
 
     def _agent(self, name: str) -> AgentDefinition:
-        agents = self.definitions.agents
+        agents: dict[str, AgentDefinition] = self.definitions.agents
         if name not in agents:
             raise KeyError(f"unknown agent {name!r}; known agents: {', '.join(sorted(agents)) or 'none'}")
         return agents[name]
@@ -351,7 +265,7 @@ class Thread:
 
     @property
     def execution(self) -> ExecutionState | None:
-        return self._runtime._running.get(self.id)
+        return self._runtime.live.get(self.id)
 
     @property
     def state(self) -> ThreadState:
@@ -363,12 +277,12 @@ class Thread:
     # coroutine first runs) is kept and ends the execution before its first request.
     def run(self) -> Coroutine[Any, Any, ExecutionResult]:
         """Run a dual_ai thread until its execution stops."""
-        ticket = self._runtime._announce(self.id)
+        ticket = self._runtime.live.announce(self.id)
         return ticket.watch(self._to_end(None, ticket))
 
     def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]:
         """The person's message (side b), then side a's turn."""
-        ticket = self._runtime._announce(self.id)
+        ticket = self._runtime.live.announce(self.id)
         return ticket.watch(self._to_end(text, ticket))
 
     def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
@@ -376,13 +290,13 @@ class Thread:
 
         Raises ThreadBusyError (or a bad-input error) right away instead of
         through the task, so a server can answer 409 before it answers 202."""
-        ticket = self._runtime._announce(self.id)
+        ticket = self._runtime.live.announce(self.id)
         return ticket.watch(self._start(text, ticket))
 
-    async def _to_end(self, text: str | None, ticket: _StartTicket) -> ExecutionResult:
+    async def _to_end(self, text: str | None, ticket: StartTicket) -> ExecutionResult:
         return await (await self._start(text, ticket))
 
-    async def _start(self, text: str | None, ticket: _StartTicket) -> asyncio.Task[ExecutionResult]:
+    async def _start(self, text: str | None, ticket: StartTicket) -> asyncio.Task[ExecutionResult]:
         try:
             self._check_kind(text)
             await self._runtime.open()
@@ -391,13 +305,8 @@ class Thread:
             raise
         started = asyncio.Event()
 
-        def on_start(state: ThreadState) -> None:
-            assert state.execution is not None
-            self._runtime._running[self.id] = state.execution
-            forced = self._runtime._forced.pop(self.id, None)
-            if forced is not None:
-                state.execution.force_turn(forced)
-            ticket.settle(state.execution)
+        def on_start(execution: ExecutionState) -> None:
+            ticket.settle(execution)
             started.set()
 
         task = asyncio.create_task(self._execute(text, on_start))
@@ -424,41 +333,33 @@ class Thread:
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise ValueError("send: text must be a non-empty string")
 
-    async def _execute(self, person_message: str | None, on_start: Any) -> ExecutionResult:
+    async def _execute(self, person_message: str | None, on_start: Callable[[ExecutionState], None]) -> ExecutionResult:
+        live = self._runtime.live
         mine: list[ExecutionState] = []
 
         def started(state: ThreadState) -> None:
             assert state.execution is not None
             mine.append(state.execution)
-            on_start(state)
+            live.started(self.id, state.execution)  # applies a side forced at rest
+            on_start(state.execution)
 
         try:
             return await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
         finally:
-            if mine and self._runtime._running.get(self.id) is mine[0]:
-                del self._runtime._running[self.id]  # only our own: a refused second run must not unregister the first
+            if mine:
+                live.ended(self.id, mine[0])
             self.record = await self._runtime.storage.get_thread(self.id)
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side` (after the current step, or at the next execution)."""
-        if side not in ("a", "b"):
-            raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
-        execution = self.execution
-        if execution is not None:
-            execution.force_turn(side)
-        else:
-            self._runtime._forced[self.id] = side
+        self._runtime.live.force_turn(self.id, side)
 
     def stop(self, reason: str = "stopped") -> bool:
         """Stop the execution: cancels its model stream and tools (`stopped_by`
         is "caller"). Said while run()/send()/start() has been called but the
         execution does not hold the lease yet, it is kept and applied then.
         False when there is nothing to stop."""
-        execution = self.execution
-        if execution is not None:
-            execution.stop(reason, by="caller")
-            return True
-        return self._runtime._keep_stop(self.id, reason)
+        return self._runtime.live.stop(self.id, reason)
 
     async def events(self, after: int = 0) -> AsyncIterator[Event]:
         await self._runtime.open()
@@ -481,27 +382,6 @@ class Thread:
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
         return self.record
-
-
-class _StartTicket:
-    """One announced start; settled exactly once: holding the lease, or given up
-    (also when the coroutine is dropped without ever being awaited)."""
-
-    __slots__ = ("_runtime", "_thread_id", "_settled")
-
-    def __init__(self, runtime: Runtime, thread_id: str) -> None:
-        self._runtime = runtime
-        self._thread_id = thread_id
-        self._settled = False
-
-    def settle(self, execution: ExecutionState | None) -> None:
-        if not self._settled:
-            self._settled = True
-            self._runtime._settle_start(self._thread_id, execution)
-
-    def watch(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
-        weakref.finalize(coro, self.settle, None)
-        return coro
 
 
 _heap_frozen = False
@@ -537,14 +417,14 @@ def _check_arguments(agent: AgentDefinition, arguments: dict[str, Any]) -> dict[
     return arguments
 
 
-def _settings_from(config: Any) -> RuntimeSettings:
-    raw = getattr(config, "runtime", None)
+def _settings_from(config: ProvidersConfig) -> RuntimeSettings:
+    raw: object = getattr(config, "runtime", None)
     if isinstance(raw, RuntimeSettings):
         return raw
     return RuntimeSettings.model_validate(raw or {})
 
 
-def _mcp_tools(config: Any, secrets: SecretScopes) -> McpTools | None:
+def _mcp_tools(config: ProvidersConfig, secrets: SecretScopes) -> McpTools | None:
     """The config's MCP servers (nothing starts until a prompt that names them runs)."""
     servers = getattr(config, "mcp_servers", None)
     if not servers:
@@ -560,7 +440,7 @@ def _mcp_tools(config: Any, secrets: SecretScopes) -> McpTools | None:
     return McpTools(servers, lambda text: secrets.everywhere().text(text))  # stderr is the operator's log
 
 
-def _config_secrets(config: Any) -> list[str]:
+def _config_secrets(config: ProvidersConfig) -> list[str]:
     """API keys the config resolves from the environment (for redaction)."""
     secrets: list[str] = []
     for provider in getattr(config, "providers", {}).values():

@@ -326,3 +326,15 @@ class ThreadState:
         if self.execution is not None and "abort_signal" not in options:
             options["abort_signal"] = self.execution.abort_signal
         return run_code(source, **options)
+
+
+# The runtime's ways to derive a tool's or a nested prompt's state: functions, not
+# ThreadState methods, so they stay out of what tools and hooks see on `state`.
+def bind_call(state: ThreadState, call: ToolCallContext) -> ThreadState:
+    """`state` bound to one tool call (its `uses`, queue and idempotency key)."""
+    return state._bind_call(call)
+
+
+def in_prompt(state: ThreadState, name: str) -> ThreadState:
+    """`state` one prompt deeper, with its own prompt path (see `ThreadState._in_prompt`)."""
+    return state._in_prompt(name)

@@ -4,14 +4,17 @@ A run can last minutes, so routes start it here and answer 202 at once;
 clients follow on the thread's WebSocket. One execution per thread: a second
 start while the first is alive is refused with `ThreadBusyError` before any
 task is made (the check and the registration happen without an `await` in
-between, so two concurrent requests cannot both pass).
+between, so two concurrent requests cannot both pass). Which execution is live,
+and a force-turn said at rest, are the runtime's `live` (live.py): an execution
+started here or from Python is seen the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+import functools
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -22,6 +25,7 @@ from ..runtime import Runtime, Thread
 from ..storage.base import ThreadBusyError
 
 if TYPE_CHECKING:
+    from ..broker import RedisBroker
     from ..temporal import ThreadRequests
 
 _log = structlog.get_logger("orchestrator.server")
@@ -33,13 +37,10 @@ class Runs:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
-        self._forced: dict[
-            str, SideName
-        ] = {}  # force_turn asked while idle (see bugs.md: Thread._forced is per handle)
 
     def running(self, thread_id: str) -> bool:
         task = self._tasks.get(thread_id)
-        return (task is not None and not task.done()) or thread_id in self._runtime._running
+        return (task is not None and not task.done()) or self._runtime.live.running(thread_id)
 
     def start(self, thread: Thread, text: str | None) -> asyncio.Task[ExecutionResult]:
         """Start `thread.run()` (text None) or `thread.send(text)` in the background."""
@@ -47,13 +48,10 @@ class Runs:
             raise ThreadBusyError(
                 f"thread {thread.id} is already running an execution; stop it or wait for execution_stopped"
             )
-        forced = self._forced.pop(thread.id, None)
-        if forced is not None:
-            thread.force_turn(forced)
         execution = thread.run() if text is None else thread.send(text)  # announced now: a stop from here on is kept
         task = asyncio.get_running_loop().create_task(self._run(thread, execution), name=f"execution:{thread.id}")
         self._tasks[thread.id] = task
-        task.add_done_callback(lambda t, tid=thread.id: self._forget(tid, t))
+        task.add_done_callback(functools.partial(self._forget, thread.id))
         return task
 
     async def _run(self, thread: Thread, execution: Coroutine[Any, Any, ExecutionResult]) -> ExecutionResult:
@@ -75,7 +73,7 @@ class Runs:
         with contextlib.suppress(Exception):  # the bus redacts known secrets
             self._runtime.services.bus.publish(thread_id, "execution_failed", {"code": code, "error": message})
 
-    def _forget(self, thread_id: str, task: asyncio.Task[Any]) -> None:
+    def _forget(self, thread_id: str, task: asyncio.Task[ExecutionResult]) -> None:
         if self._tasks.get(thread_id) is task:
             del self._tasks[thread_id]
         if not task.cancelled():
@@ -87,12 +85,8 @@ class Runs:
         return None if task is None else await asyncio.shield(task)
 
     def force_turn(self, thread: Thread, side: SideName) -> bool:
-        """Force now if running; else remember it for the next start. True when running."""
-        if thread.execution is not None:
-            thread.force_turn(side)
-            return True
-        self._forced[thread.id] = side
-        return False
+        """Force now if running; else remember it for the thread's next start. True when running."""
+        return self._runtime.live.force_turn(thread.id, side)
 
     def stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
         """Stop the execution, or the one being started (kept until it holds the lease)."""
@@ -114,7 +108,7 @@ class QueuedRuns(Runs):
 
     queued = True
 
-    def __init__(self, runtime: Runtime, requests: ThreadRequests, broker: Any) -> None:
+    def __init__(self, runtime: Runtime, requests: ThreadRequests, broker: RedisBroker) -> None:
         super().__init__(runtime)
         self.requests = requests
         self._broker = broker
@@ -152,7 +146,7 @@ class QueuedRuns(Runs):
         await self._live(self._broker.force_turn(thread.id, side))
         return (await self._runtime.storage.get_thread(thread.id)).status == "running"
 
-    async def _live(self, send: Any) -> None:
+    async def _live(self, send: Awaitable[object]) -> None:
         try:
             await send
         except Exception as exc:  # the workflow has it: the running attempt applies it on its next start
@@ -169,15 +163,15 @@ class QueuedRuns(Runs):
         messages = (await self._runtime.storage.get_messages(thread_id, include_silent=True)).messages
         new = [m for m in messages if m.flow_id == flow_id]
         output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
-        ran = snap is not None and snap.flow_id == flow_id
+        ran = snap if snap is not None and snap.flow_id == flow_id else None
         return ExecutionResult(
             thread_id=thread_id,
             flow_id=flow_id,
-            stopped_by=snap.stopped_by if ran else None,
-            reason=(snap.reason if ran else None) or "rest",
-            step_count=snap.step_count if ran else 0,
-            side_a_step_count=snap.side_a_step_count if ran else 0,
-            side_b_step_count=snap.side_b_step_count if ran else 0,
+            stopped_by=ran.stopped_by if ran else None,
+            reason=(ran.reason if ran else None) or "rest",
+            step_count=ran.step_count if ran else 0,
+            side_a_step_count=ran.side_a_step_count if ran else 0,
+            side_b_step_count=ran.side_b_step_count if ran else 0,
             usage=record.usage,
             output=output,
             new_messages=new,

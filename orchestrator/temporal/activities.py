@@ -36,7 +36,7 @@ from .workflow import (
 
 if TYPE_CHECKING:
     from ..broker import RedisBroker
-    from ..messages import ThreadRecord
+    from ..messages import SideName, ThreadRecord
     from ..runtime import Runtime
     from ..state import ExecutionState, ThreadState
 
@@ -94,7 +94,7 @@ class ExecutionActivities:
     async def _catch_up(self, given: ExecutionInput, controls: Controls) -> None:
         """Apply to the attempt (running, or about to start with `controls`) what the workflow recorded."""
         found = await self.controls(given)
-        execution = self.runtime._running.get(given.thread_id)
+        execution = self.runtime.live.get(given.thread_id)
         if found.forced is not None and found.forced != given.forced:
             controls.forced = found.forced
             if execution is not None:
@@ -121,7 +121,7 @@ class ExecutionActivities:
                     raise
                 reason = (await self.controls(given)).stop or "stopped"
                 controls.stop = reason
-                execution = self.runtime._running.get(given.thread_id)
+                execution = self.runtime.live.get(given.thread_id)
                 if execution is not None:
                     execution.stop(reason)  # the execution stores its own end; we report it
 
@@ -131,10 +131,13 @@ class ExecutionActivities:
         services = self.runtime.services
         person = await self._person_message(given, thread)
         self._waiting[given.thread_id] = controls
+        mine: list[ExecutionState] = []
+
+        def started(state: ThreadState) -> None:
+            mine.append(self._started(given, judged, state))
+
         try:
-            result = await execute(
-                services, thread, person_message=person, on_start=lambda state: self._started(given, judged, state)
-            )
+            result = await execute(services, thread, person_message=person, on_start=started)
         except _ThreadMoved:
             return None
         except ExecutionFailed as exc:
@@ -147,13 +150,14 @@ class ExecutionActivities:
             raise
         finally:
             self._waiting.pop(given.thread_id, None)
-            self.runtime._running.pop(given.thread_id, None)
+            if mine:  # only ours: an attempt refused here must not unregister the one running
+                self.runtime.live.ended(given.thread_id, mine[0])
             with contextlib.suppress(Exception):
                 await services.bus.flush(given.thread_id)
             services.bus.detach(given.thread_id)  # the next execution may run in another process
         return Outcome(given.request_id, flow_id=result.flow_id, status="done", reason=result.reason)
 
-    def _started(self, given: ExecutionInput, judged: _Judged, state: ThreadState) -> None:
+    def _started(self, given: ExecutionInput, judged: _Judged, state: ThreadState) -> ExecutionState:
         """Runs under the fresh lease, before anything is written: the fence against
         a slow attempt running a thread that another attempt served meanwhile."""
         execution = state.execution
@@ -162,17 +166,17 @@ class ExecutionActivities:
         moved = execution.flow_id != judged.flow_id if judged.status == "running" else last_seq != judged.last_seq
         if moved:
             raise _ThreadMoved(given.thread_id)
-        self.runtime._running[given.thread_id] = execution
+        self.runtime.live.started(given.thread_id, execution)
         activity.heartbeat(execution.flow_id)
         controls = self._waiting.pop(given.thread_id, Controls())
-        if controls.forced in ("a", "b"):
-            execution.force_turn(controls.forced)  # type: ignore[arg-type]
+        _apply(execution, "force_turn", controls.forced, None)
         if controls.stop is not None:
             execution.stop(controls.stop)
+        return execution
 
     def control(self, thread_id: str, action: str, side: str | None = None, reason: str | None = None) -> None:
         """A live force-turn (or stop) heard from the broker, if the thread runs here."""
-        execution = self.runtime._running.get(thread_id)
+        execution = self.runtime.live.get(thread_id)
         if execution is not None:
             _apply(execution, action, side, reason)
         elif thread_id in self._waiting:
@@ -224,7 +228,7 @@ class ExecutionActivities:
     async def _heartbeat(self, thread_id: str, flow: str | None) -> None:
         """Beats while this process's loop runs; a stalled or dead worker goes quiet."""
         while True:
-            execution = self.runtime._running.get(thread_id)
+            execution = self.runtime.live.get(thread_id)
             activity.heartbeat(execution.flow_id if execution is not None else flow)
             await asyncio.sleep(self.heartbeat_every)
 
@@ -246,8 +250,13 @@ class _ThreadMoved(Exception):
 def _apply(execution: ExecutionState, action: str, side: str | None, reason: str | None) -> None:
     if action == "stop":
         execution.stop(reason or "stopped")
-    elif action == "force_turn" and side in ("a", "b"):
-        execution.force_turn(side)  # type: ignore[arg-type]
+    elif action == "force_turn" and (chosen := _side(side)) is not None:
+        execution.force_turn(chosen)
+
+
+def _side(value: str | None) -> SideName | None:
+    """A side as the workflow and the broker carry it (plain strings), or None when it names none."""
+    return "a" if value == "a" else "b" if value == "b" else None
 
 
 def _why(details: activity.ActivityCancellationDetails | None) -> str:

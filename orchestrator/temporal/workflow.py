@@ -158,11 +158,15 @@ class ThreadWorkflow:
                 self._start.thread_id, request.id, request.text, self._last_flow, request.stop, request.forced
             )
             try:
+                t = self._start.timeouts
                 self._activity = workflow.start_activity(
                     EXECUTE_ACTIVITY,
                     given,
                     result_type=Outcome,
-                    **self._options(),
+                    heartbeat_timeout=timedelta(seconds=t.heartbeat_seconds),
+                    start_to_close_timeout=timedelta(seconds=t.start_to_close_seconds),
+                    retry_policy=self._retry_policy(),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
                 return await self._activity
             except ActivityError as exc:
@@ -174,27 +178,22 @@ class ThreadWorkflow:
             finally:
                 self._activity = None
 
-    def _options(self) -> dict[str, object]:
+    def _retry_policy(self) -> RetryPolicy:
         t = self._start.timeouts
-        return {
-            "heartbeat_timeout": timedelta(seconds=t.heartbeat_seconds),
-            "start_to_close_timeout": timedelta(seconds=t.start_to_close_seconds),
-            "retry_policy": RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial_seconds),
-                backoff_coefficient=2.0,
-                maximum_interval=timedelta(seconds=t.retry_max_seconds),
-                maximum_attempts=t.max_attempts,
-                non_retryable_error_types=["ThreadNotFound"],
-            ),
-            "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        }
+        return RetryPolicy(
+            initial_interval=timedelta(seconds=t.retry_initial_seconds),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=t.retry_max_seconds),
+            maximum_attempts=t.max_attempts,
+            non_retryable_error_types=["ThreadNotFound"],
+        )
 
     # -- requests -----------------------------------------------------------
     @workflow.signal(name="submit")
     def submit(self, request: Request) -> None:
         self._queue.append(request)
 
-    @workflow.update(name="submit_and_wait")
+    @workflow.update  # named "submit_and_wait", after the method (the bare form keeps its result type)
     async def submit_and_wait(self, request: Request) -> Outcome:
         """Queue the request and answer when it has ended (`?wait=true`)."""
         self._waiting.add(request.id)

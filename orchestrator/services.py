@@ -1,0 +1,88 @@
+"""`Services`: what every layer of one runtime shares (storage, event bus, hooks,
+model client, settings, secret scopes), so each of them takes one typed argument.
+
+Its own module, importing no layer that uses it, so the executor, dispatch and
+nested calls can name its type without an import cycle through `runtime.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .env import SecretScopes
+from .events import EventBus
+from .hooks import Hooks
+from .messages import EnvValue, Message, ThreadRecord
+from .settings import RuntimeSettings
+from .storage import StepWrite, Storage
+
+if TYPE_CHECKING:
+    from providers.client import ModelClient
+    from providers.stream import ModelInfo
+
+    from .loader import Definitions
+    from .mcp import McpTools
+    from .state import ThreadState
+    from .toolset import Toolset
+
+__all__ = ["Services"]
+
+
+@dataclass
+class Services:
+    definitions: Definitions
+    storage: Storage
+    bus: EventBus
+    hooks: Hooks
+    client: ModelClient
+    settings: RuntimeSettings
+    redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
+    runtime_env: dict[str, EnvValue]
+    owner: str  # this process's lease owner id
+    # (prompt, model alias) -> its model and tools, built once per runtime (schemas cost milliseconds)
+    toolsets: dict[tuple[str, str | None], tuple[ModelInfo, Toolset]] = field(default_factory=dict)
+    mcp: McpTools | None = None  # the config's MCP servers, started on first use
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
+
+    async def store_message(
+        self,
+        state: ThreadState,
+        message: Message,
+        *,
+        event: str = "message_created",
+        thread: ThreadRecord | None = None,
+    ) -> Message:
+        """Create-message lifecycle: hook, one transaction, live history, event, hook."""
+        message = await self.hooks.transform("before_create_message", state, message)
+        execution = state.execution
+        write = StepWrite(
+            thread_id=message.thread_id,
+            new_messages=[message],
+            events=self.bus.take_pending(message.thread_id),
+            thread=thread,
+            lease_token=execution.lease_token if execution else None,
+        )
+        try:
+            [stored] = await self.storage.commit(write)
+        except Exception as exc:
+            self.bus.unwritten(message.thread_id, write.events, exc)
+            raise
+        self.bus.committed(message.thread_id, write.events)
+        if execution is not None:
+            execution.message_history.append(stored)
+        self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
+        await self.hooks.call("after_create_message", state, stored)
+        return stored
+
+    async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
+        events = self.bus.take_pending(thread.id)
+        try:
+            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
+            await self.storage.commit(write)
+        except Exception as exc:
+            self.bus.unwritten(thread.id, events, exc)
+            raise
+        self.bus.committed(thread.id, events)
