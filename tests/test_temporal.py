@@ -16,6 +16,7 @@ import pytest
 import respx
 import test_worker_support as support
 from temporal_support import DevServer, dev_server, free_port
+from test_tracing import spans  # noqa: F401 - the fixture: the SDK's in-memory exporter, installed globally
 from test_worker_support import (  # noqa: F401
     DUO_SHAPE,
     PG_DSN,
@@ -131,6 +132,27 @@ async def test_temporal_worker_runs_a_submitted_thread_to_completion(stack: Stac
     record = await _settled(server, thread.id)
     assert record.execution.reason == "end_conversation"
     assert shape((await server.storage.get_messages(thread.id, include_silent=True)).messages) == DUO_SHAPE
+
+
+async def test_temporal_an_execution_joins_the_trace_of_whoever_queued_it(stack: Stack, spans: Any) -> None:
+    """One conversation, one trace across processes: the span current when a request is queued (a
+    server's HTTP span, say) is the parent of the worker's `invoke_agent` span, and so of its chats."""
+    from opentelemetry import trace
+
+    server = await stack.runtime()
+    requests = await stack.client()
+    await stack.worker()  # started before the request's span: nothing but the request carries it
+    thread = await server.create_thread("duo")
+    with trace.get_tracer("test").start_as_current_span("POST /threads/{id}/runs") as queued:
+        await requests.submit(thread.id, None, last_flow=None)
+    await _settled(server, thread.id)
+
+    finished = spans.get_finished_spans()
+    agent = [s for s in finished if s.name.startswith("invoke_agent")]
+    chats = [s for s in finished if s.name.startswith("chat")]
+    assert len(agent) == 1 and len(chats) >= 2
+    assert agent[0].parent is not None and agent[0].parent.span_id == queued.get_span_context().span_id
+    assert {s.context.trace_id for s in [*agent, *chats]} == {queued.get_span_context().trace_id}
 
 
 async def test_temporal_requests_to_one_thread_run_in_the_order_they_were_sent(stack: Stack) -> None:

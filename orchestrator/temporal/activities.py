@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from .. import tracing
 from ..executor import ExecutionFailed, execute
 from ..storage import NotFoundError, StaleLeaseError, ThreadBusyError
 from .workflow import (
@@ -68,6 +69,10 @@ class ExecutionActivities:
 
     @activity.defn(name=EXECUTE_ACTIVITY)
     async def execute(self, given: ExecutionInput) -> Outcome:
+        with tracing.attach_context(given.trace):  # this execution's spans join the trace of whoever queued it
+            return await self._execute(given)
+
+    async def _execute(self, given: ExecutionInput) -> Outcome:
         info = activity.info()
         served_flow = info.heartbeat_details[0] if info.heartbeat_details else None
         controls = Controls(given.stop, given.forced)

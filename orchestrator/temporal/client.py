@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateStage
 from temporalio.common import WorkflowIDConflictPolicy
 
+from .. import tracing
 from .workflow import (
     ActivityTimeouts,
     Outcome,
@@ -87,7 +88,7 @@ class ThreadRequests:
     async def submit(self, thread_id: str, text: str | None, *, last_flow: str | None) -> str:
         """Queue a run (text None) or a person's message; returns the request id once stored.
         `last_flow`: the thread's last execution as the caller sees it (used only if this starts the workflow)."""
-        request = Request(id=_request_id(), text=text)
+        request = Request(id=_request_id(), text=text, trace=tracing.carrier())
         try:
             await self.client.start_workflow(
                 ThreadWorkflow.run,
@@ -105,7 +106,7 @@ class ThreadRequests:
     async def submit_and_wait(
         self, thread_id: str, text: str | None, *, last_flow: str | None, timeout: float | None = None
     ) -> Outcome:
-        request = Request(id=_request_id(), text=text)
+        request = Request(id=_request_id(), text=text, trace=tracing.carrier())
         start = WithStartWorkflowOperation(
             ThreadWorkflow.run,
             self._start(thread_id, last_flow),

@@ -59,6 +59,7 @@ class Request:
     text: str | None = None
     stop: str | None = None  # reason, once a stop was asked while this request was queued or running
     forced: str | None = None  # side to take the next turn ("a" or "b")
+    trace: dict[str, str] = field(default_factory=dict)  # W3C trace context of the caller (tracing.carrier)
 
 
 @dataclass
@@ -94,6 +95,7 @@ class ExecutionInput:
     after_flow: str | None  # the thread's last execution before this request; another one ended means served
     stop: str | None = None
     forced: str | None = None
+    trace: dict[str, str] = field(default_factory=dict)  # the request's trace context: its spans join that trace
 
 
 @dataclass
@@ -155,7 +157,13 @@ class ThreadWorkflow:
         request.forced = forced
         while True:
             given = ExecutionInput(
-                self._start.thread_id, request.id, request.text, self._last_flow, request.stop, request.forced
+                self._start.thread_id,
+                request.id,
+                request.text,
+                self._last_flow,
+                request.stop,
+                request.forced,
+                request.trace,
             )
             try:
                 t = self._start.timeouts
