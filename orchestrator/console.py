@@ -3,9 +3,12 @@ calls with their progress value, results, and a summary at the end."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .messages import Event
+
+if TYPE_CHECKING:
+    from .executor import ExecutionResult
 
 
 class ConsoleView:
@@ -115,7 +118,7 @@ class ConsoleView:
     def _on_execution_failed(self, data: dict[str, Any]) -> None:
         self._line(f"  ✗ execution failed: {data.get('error')}", "bold red")
 
-    def summary(self, result: Any) -> None:
+    def summary(self, result: ExecutionResult) -> None:
         u = result.usage
         self._line("")
         self.console.print(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -82,7 +82,7 @@ class _Definition(BaseModel):
 
     name: str | None = None  # set by the loader from the file stem
 
-    def named(self, name: str) -> Any:
+    def named(self, name: str) -> Self:
         return self.model_copy(update={"name": name})
 
 

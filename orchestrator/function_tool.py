@@ -17,7 +17,7 @@ import inspect
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -25,6 +25,9 @@ from pydantic.fields import FieldInfo
 
 from .definitions import DefinitionError
 from .schema import SchemaError, check_args_model
+
+if TYPE_CHECKING:
+    from .state import ThreadState
 
 __all__ = ["FunctionTool", "from_function"]
 
@@ -129,12 +132,12 @@ def _executor(
     positional = [p.name for p in params if p.kind is not p.KEYWORD_ONLY]
     keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
 
-    async def execute_with_args(state: Any, args: BaseModel) -> Any:
+    async def execute_with_args(state: ThreadState, args: BaseModel) -> Any:
         head = (state,) if takes_state else ()
         values = [getattr(args, n) for n in positional]
         return await fn(*head, *values, **{n: getattr(args, n) for n in keyword})
 
-    async def execute_without_args(state: Any) -> Any:
+    async def execute_without_args(state: ThreadState) -> Any:
         return await (fn(state) if takes_state else fn())
 
     execute = execute_with_args if model is not None else execute_without_args

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic import BaseModel
 
 from .definitions import HookDefinition
+
+if TYPE_CHECKING:
+    from .state import ThreadState
 
 _log = structlog.get_logger("orchestrator.hooks")
 
@@ -51,7 +54,7 @@ class Hooks:
     def has(self, name: str) -> bool:
         return name in self._fns
 
-    async def call(self, name: str, state: Any, *args: Any) -> Any:
+    async def call(self, name: str, state: ThreadState, *args: Any) -> Any:
         """Run hook `name`; returns its result, or None if absent or failed."""
         fn = self._fns.get(name)
         if fn is None:
@@ -65,7 +68,7 @@ class Hooks:
             _log.warning("hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
             return None
 
-    async def transform(self, name: str, state: Any, value: Any, *extra: Any) -> Any:
+    async def transform(self, name: str, state: ThreadState, value: Any, *extra: Any) -> Any:
         """Run a transforming hook: its non-None result replaces `value`."""
         if name not in self._fns:
             return value

@@ -32,7 +32,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,7 +189,7 @@ def _plain(message: Any) -> bool:
     )
 
 
-def remember_rates(model: str, cost: Any) -> None:
+def remember_rates(model: str, cost: Callable[[int, int], float]) -> None:
     """Keep `model`'s price per token when `cost(prompt_tokens, completion_tokens)` is linear in both."""
     if not _enabled() or model in _load().get("rates", {}):
         return
