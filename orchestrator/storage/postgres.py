@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+import structlog
+
 from ..extras import require
 from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from ..results import AttachmentRef
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     import asyncpg
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_APPLICATION = "orchestrator-runtime"  # application_name of our sessions: the stalled ones we may end
+_log = structlog.get_logger("orchestrator.storage.postgres")
 _MSG_COLS = ", ".join(c.MESSAGE_COLUMNS)
 _MSG_INSERT = (
     f"INSERT INTO messages ({_MSG_COLS}) VALUES ({', '.join(f'${i}' for i in range(1, len(c.MESSAGE_COLUMNS) + 1))})"
@@ -70,6 +74,8 @@ class PostgresStorage(Storage):
         migrations: list[Migration] | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        lock_timeout: float = 15.0,
+        stalled_after: float = 10.0,
     ) -> None:
         # fail where the URL is given (Runtime.from_path, open_storage), naming the extra, not at open()
         require("asyncpg", feature=f"a {dsn.partition('://')[0] or 'postgresql'}:// storage URL", extra="postgres")
@@ -82,6 +88,8 @@ class PostgresStorage(Storage):
         check_sequence(self._migrations)
         self._pool_size = (min_size, max_size)
         self._pool: asyncpg.Pool | None = None
+        self._lock_timeout = lock_timeout
+        self._stalled_after = stalled_after  # seconds one of our sessions may wait mid-query for its client
 
     # -- plumbing --------------------------------------------------------------
 
@@ -100,13 +108,16 @@ class PostgresStorage(Storage):
         import asyncpg
 
         # A process stopped mid-transaction (SIGSTOP, a frozen VM) keeps its row locks, the lease rows
-        # included, for as long as it stays stopped: it can sit inside an extended-protocol query ("active",
-        # waiting for the client) as well as "idle in transaction". Bound both, and bound lock waits, so the
-        # server ends such a session and the next attempt takes the thread (found by the SIGSTOP worker test).
+        # included, for as long as it stays stopped. "Idle in transaction" is bounded by the server. A
+        # session stopped inside an extended-protocol query is not: asyncpg prepares with Parse, Describe
+        # and Flush, and a client stopped before its Bind leaves the backend "active", waiting for it, where
+        # no timeout fires. Lock waits are bounded here, and a lease acquisition that times out ends such
+        # sessions of ours (`_end_stalled_sessions`), named by application_name (the SIGSTOP worker test).
         settings = {
+            "application_name": _APPLICATION,
             "statement_timeout": "15000",
             "idle_in_transaction_session_timeout": "5000",
-            "lock_timeout": "15000",
+            "lock_timeout": str(int(self._lock_timeout * 1000)),
         }
         if self.schema:
             settings["search_path"] = self.schema
@@ -366,6 +377,36 @@ class PostgresStorage(Storage):
     # -- leases ----------------------------------------------------------------
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
+        import asyncpg
+
+        try:
+            return await self._acquire_lease(thread_id, owner, ttl)
+        except (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError):
+            await self._end_stalled_sessions(thread_id)
+            raise  # the caller's next attempt finds the row free
+
+    async def _end_stalled_sessions(self, thread_id: str) -> None:
+        """End this database's orchestrator sessions that have waited mid-query for their client longer
+        than `stalled_after`: a stopped process, whose locks nothing else would release. A healthy
+        client sends its Bind right after the Describe it waits for, so it is never among them."""
+        import asyncpg
+
+        try:
+            ended = await self._p().fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid() "
+                "AND state = 'active' AND wait_event = 'ClientRead' "
+                "AND now() - state_change > make_interval(secs => $2)",
+                _APPLICATION,
+                self._stalled_after,
+            )
+        except asyncpg.PostgresError as exc:  # e.g. not allowed to signal other backends: the lock wait stays bounded
+            _log.warning("postgres_stalled_sessions_unchecked", thread_id=thread_id, error=str(exc))
+            return
+        if ended:
+            _log.warning("postgres_stalled_sessions_ended", thread_id=thread_id, sessions=ended)
+
+    async def _acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
         c.check_ttl(ttl)
         async with self._p().acquire() as conn, conn.transaction():
             await _require_thread(conn, thread_id)
