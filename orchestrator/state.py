@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .definitions import AgentDefinition, ToolDefinition
 from .env import EnvScope
+from .event_types import BUILTIN_EVENT_TYPES, check_payload
 from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy, ThreadRecord
 from .results import ToolResult
 
@@ -261,9 +262,15 @@ class ThreadState:
         return call
 
     def emit(self, event: str, data: Any = None) -> None:
-        """Send a custom event to subscribers (and the thread's event log)."""
+        """Send a custom event to subscribers (and the thread's event log). Under a built-in event's
+        name (`tool_progress`, say) the data must have that event's shape: clients rely on it."""
         if not isinstance(event, str) or not event:
             raise ValueError(f"emit: event must be a non-empty string, got {event!r}")
+        if event in BUILTIN_EVENT_TYPES:
+            try:
+                check_payload(self.thread_id, event, data)
+            except ValueError as exc:
+                raise ValueError(f"emit: {event!r} is a built-in event and its data does not fit it: {exc}") from None
         self._services.bus.publish(self.thread_id, event, data)
 
     # -- durable key-value store -------------------------------------------

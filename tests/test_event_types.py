@@ -293,3 +293,28 @@ async def test_a_fallback_fits_its_model(make_runtime: Any) -> None:
     assert len(fallbacks) == 1
     typed = parse_event(fallbacks[0])
     assert isinstance(typed, ModelFallbackEvent) and (typed.data.from_, typed.data.to) == ("demo", "spare")
+
+
+async def test_a_tool_emitting_a_built_in_event_of_the_wrong_shape_gets_an_error(
+    make_runtime: Any, monkeypatch: Any
+) -> None:
+    """Checked in `state.emit` whatever the bus does (here its debug check is off): clients act on
+    built-in events, so a tool may not send `execution_stopped` shaped as it likes."""
+    monkeypatch.delenv("ORCHESTRATOR_CHECK_EVENTS")
+
+    async def forge(state: Any, args: OrderArgs) -> ToolResult:
+        state.emit("execution_stopped", {"reason": "forged"})
+        return ToolResult.ok("sent")
+
+    defs = definitions(
+        tools={"forge": define_tool(description="Forge an event", args=OrderArgs, execute=forge)},
+        prompts={"p": define_prompt(prompt="p", tool_description="p", tools=("forge",))},
+        agents={"chat": define_agent(type="ai_human", side_a=Side("p"))},
+    )
+    runtime, _ = await make_runtime(defs, [R(tool_calls=[C("forge", {"order_id": "1"})]), R(text="ok")])
+    thread = await runtime.create_thread("chat")
+    await thread.send("go")
+    tool = next(m for m in (await thread.get_messages()).messages if m.role == "tool")
+    assert tool.tool_status == "error" and "'execution_stopped' is a built-in event" in (tool.content or "")
+    stored = await runtime.storage.events_after(thread.id, 0)
+    assert {"reason": "forged"} not in [e.data for e in stored if e.type == "execution_stopped"]
