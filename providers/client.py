@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import sys
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -26,6 +23,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from . import anthropic_wire, gemini_wire, openai_wire, request_memo
 from .call_ids import CallIndex
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
+from .failures import Failure, StreamCut, classify_error, retry_after, scrub
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import MARKED, RawTap
@@ -48,9 +46,6 @@ __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
-_KEY_PATTERN = re.compile(
-    r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
-)
 
 
 def _litellm() -> Any:
@@ -80,84 +75,6 @@ def warm_up() -> None:
     openai_wire.warm_up()
     anthropic_wire.warm_up()
     gemini_wire.warm_up()
-
-
-# -- errors ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    kind: str
-    status: int | None
-    retryable: bool
-
-
-_BY_CLASS = {
-    "AuthenticationError": ("auth", 401, False),
-    "PermissionDeniedError": ("auth", 403, False),
-    "ContextWindowExceededError": ("context_window", 400, False),
-    "ContentPolicyViolationError": ("content_policy", 400, False),
-    "NotFoundError": ("not_found", 404, False),
-    "BadRequestError": ("bad_request", 400, False),
-    "UnprocessableEntityError": ("bad_request", 422, False),
-    "RateLimitError": ("rate_limit", 429, True),
-    "Timeout": ("timeout", 408, True),
-    "MidStreamFallbackError": ("stream_cut", None, True),
-    "APIConnectionError": ("connection", None, True),
-    "ServiceUnavailableError": ("server", 503, True),
-    "BadGatewayError": ("server", 502, True),
-    "InternalServerError": ("server", 500, True),
-    "ConfigError": ("config", None, False),
-    "TimeoutError": ("timeout", None, True),
-    "StreamCut": ("stream_cut", None, True),
-    "StreamContradiction": ("stream_invalid", None, True),
-}
-
-
-class StreamCut(Exception):
-    """The stream ended without the provider's own end marker: never an answer (retried)."""
-
-
-def classify_error(exc: BaseException) -> _Failure:
-    """Sort an exception into transient (retry) or final (fallback / give up)."""
-    status = getattr(exc, "provider_status_code", None) or getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) else None
-    for cls in type(exc).__mro__:
-        if cls.__name__ in _BY_CLASS:
-            kind, default_status, retryable = _BY_CLASS[cls.__name__]
-            return _Failure(kind, status or default_status, retryable)
-    if status is not None:
-        return _Failure("http", status, status in (408, 409, 429) or status >= 500)
-    name = type(exc).__name__
-    transient = any(word in name for word in ("Timeout", "Connect", "Protocol", "ReadError", "Network"))
-    return _Failure("connection" if transient else "error", None, transient)
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from a Retry-After header (delta or HTTP date), if the provider sent one."""
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    if value is None:
-        ms = headers.get("retry-after-ms")
-        return float(ms) / 1000 if ms else None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _scrub(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return _KEY_PATTERN.sub("***", text)
 
 
 # -- usage -------------------------------------------------------------------
@@ -459,7 +376,7 @@ class ModelClient:
                 yield item
         yield tally.end(model, info.model, model.provider, state.number)
 
-    def _error(self, exc: BaseException, alias: str, failure: _Failure) -> ProviderError:
+    def _error(self, exc: BaseException, alias: str, failure: Failure) -> ProviderError:
         model = self.config.models[alias]
         secrets: list[str] = []
         provider: ResolvedProvider | None = None
@@ -483,7 +400,7 @@ class ModelClient:
         else:
             message = f"model alias '{alias}' (provider '{model.provider}') failed: {type(exc).__name__}: {exc}"
         return ProviderError(
-            _scrub(message, secrets),
+            scrub(message, secrets),
             provider=model.provider,
             status=failure.status,
             retryable=failure.retryable,
@@ -567,7 +484,7 @@ def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:
 
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        hinted = _retry_after(exc) if exc is not None else None
+        hinted = retry_after(exc) if exc is not None else None
         if hinted is not None:
             return min(hinted, policy.max_wait)
         return min(policy.backoff * 2.0 ** (state.attempt_number - 1), policy.max_wait)
