@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -26,6 +27,7 @@ from .base import DuplicateEventError, Lease, Scope, StepWrite, Storage, Storage
 
 if TYPE_CHECKING:
     import asyncpg
+    from asyncpg.pool import PoolConnectionProxy
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _APPLICATION = "orchestrator-runtime"  # application_name of our sessions: the stalled ones we may end
@@ -102,6 +104,40 @@ class PostgresStorage(Storage):
             raise StorageError(f"PostgreSQL storage {self._where} is not open; call `await storage.open()` first")
         return self._pool
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+        """A pooled connection; a lock wait or statement that times out on it first ends our stalled
+        sessions (see `_end_stalled_sessions`), so the caller's next attempt finds the rows free."""
+        import asyncpg
+
+        async with self._p().acquire() as conn:
+            try:
+                yield conn
+            except (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError):
+                await self._end_stalled_sessions()
+                raise
+
+    async def _end_stalled_sessions(self) -> None:
+        """End this database's orchestrator sessions that have waited mid-query for their client longer
+        than `stalled_after`: a stopped process, whose locks nothing else would release. A healthy
+        client sends its Bind right after the Describe it waits for, so it is never among them."""
+        import asyncpg
+
+        try:
+            ended = await self._p().fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid() "
+                "AND state = 'active' AND wait_event = 'ClientRead' "
+                "AND now() - state_change > make_interval(secs => $2)",
+                _APPLICATION,
+                self._stalled_after,
+            )
+        except asyncpg.PostgresError as exc:  # e.g. not allowed to signal other backends: the lock wait stays bounded
+            _log.warning("postgres_stalled_sessions_unchecked", error=str(exc))
+            return
+        if ended:
+            _log.warning("postgres_stalled_sessions_ended", sessions=ended)
+
     async def open(self) -> None:
         if self._pool is not None:
             return
@@ -111,8 +147,8 @@ class PostgresStorage(Storage):
         # included, for as long as it stays stopped. "Idle in transaction" is bounded by the server. A
         # session stopped inside an extended-protocol query is not: asyncpg prepares with Parse, Describe
         # and Flush, and a client stopped before its Bind leaves the backend "active", waiting for it, where
-        # no timeout fires. Lock waits are bounded here, and a lease acquisition that times out ends such
-        # sessions of ours (`_end_stalled_sessions`), named by application_name (the SIGSTOP worker test).
+        # no timeout fires. Lock waits are bounded here, and any call that times out on its connection ends
+        # such sessions of ours (`_connection`), named by application_name (the SIGSTOP worker test).
         settings = {
             "application_name": _APPLICATION,
             "statement_timeout": "15000",
@@ -199,7 +235,7 @@ class PostgresStorage(Storage):
 
     async def append_messages(self, thread_id: str, messages: list[Message]) -> list[Message]:
         c.check_messages_belong(thread_id, messages, "append_messages")
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _lock_thread(conn, thread_id)
             return await _insert_messages(conn, thread_id, messages)
 
@@ -226,7 +262,7 @@ class PostgresStorage(Storage):
         if max_depth is not None:
             args.append(max_depth)
             cond += f" AND depth <= ${len(args)}"
-        async with self._p().acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with self._connection() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             await _require_thread(conn, thread_id)
             total = await conn.fetchval(f"SELECT COUNT(*) FROM messages WHERE {cond}", *args)
             rows = await conn.fetch(
@@ -250,7 +286,7 @@ class PostgresStorage(Storage):
     # -- key-value store -------------------------------------------------------
 
     async def get_value(self, thread_id: str, key: str) -> Any | None:
-        async with self._p().acquire() as conn:
+        async with self._connection() as conn:
             await _require_thread(conn, thread_id)
             raw = await conn.fetchval(
                 "SELECT value FROM thread_values WHERE thread_id = $1 AND key = $2", thread_id, key
@@ -258,7 +294,7 @@ class PostgresStorage(Storage):
         return None if raw is None else json.loads(raw)
 
     async def set_value(self, thread_id: str, key: str, value: Any) -> None:
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _require_thread(conn, thread_id)
             await conn.execute(
                 "INSERT INTO thread_values (thread_id, key, value) VALUES ($1, $2, $3) "
@@ -305,7 +341,7 @@ class PostgresStorage(Storage):
 
     async def put_file(self, thread_id: str, ref: AttachmentRef, data: bytes) -> AttachmentRef:
         stored = ref.model_copy(update={"size": len(data)})
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _require_thread(conn, thread_id)
             await conn.execute(
                 "INSERT INTO files (thread_id, id, name, mime_type, size, width, height, data) "
@@ -340,12 +376,12 @@ class PostgresStorage(Storage):
     # -- event log -------------------------------------------------------------
 
     async def append_events(self, events: list[Event]) -> None:
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _insert_events(conn, events)
 
     async def events_after(self, thread_id: str, after: int, limit: int | None = None) -> list[Event]:
         c.check_page(limit, 0)
-        async with self._p().acquire() as conn:
+        async with self._connection() as conn:
             await _require_thread(conn, thread_id)
             rows = await conn.fetch(
                 "SELECT * FROM events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3", thread_id, after, limit
@@ -353,7 +389,7 @@ class PostgresStorage(Storage):
         return [c.event_from_row(r) for r in rows]
 
     async def last_event_seq(self, thread_id: str) -> int:
-        async with self._p().acquire() as conn:
+        async with self._connection() as conn:
             await _require_thread(conn, thread_id)
             seq: int = await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
         return seq
@@ -362,7 +398,7 @@ class PostgresStorage(Storage):
 
     async def commit(self, write: StepWrite) -> list[Message]:
         c.check_step(write)
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _lock_thread(conn, write.thread_id)
             if write.lease_token is not None:
                 row = await _lease_row(conn, write.thread_id, "FOR SHARE")
@@ -377,38 +413,8 @@ class PostgresStorage(Storage):
     # -- leases ----------------------------------------------------------------
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
-        import asyncpg
-
-        try:
-            return await self._acquire_lease(thread_id, owner, ttl)
-        except (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError):
-            await self._end_stalled_sessions(thread_id)
-            raise  # the caller's next attempt finds the row free
-
-    async def _end_stalled_sessions(self, thread_id: str) -> None:
-        """End this database's orchestrator sessions that have waited mid-query for their client longer
-        than `stalled_after`: a stopped process, whose locks nothing else would release. A healthy
-        client sends its Bind right after the Describe it waits for, so it is never among them."""
-        import asyncpg
-
-        try:
-            ended = await self._p().fetchval(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid() "
-                "AND state = 'active' AND wait_event = 'ClientRead' "
-                "AND now() - state_change > make_interval(secs => $2)",
-                _APPLICATION,
-                self._stalled_after,
-            )
-        except asyncpg.PostgresError as exc:  # e.g. not allowed to signal other backends: the lock wait stays bounded
-            _log.warning("postgres_stalled_sessions_unchecked", thread_id=thread_id, error=str(exc))
-            return
-        if ended:
-            _log.warning("postgres_stalled_sessions_ended", thread_id=thread_id, sessions=ended)
-
-    async def _acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
         c.check_ttl(ttl)
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             await _require_thread(conn, thread_id)
             # a never-leased thread gets a placeholder row (token 0) so there is a row to lock
             await conn.execute(
@@ -423,7 +429,7 @@ class PostgresStorage(Storage):
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         c.check_ttl(ttl)
-        async with self._p().acquire() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             c.check_renew(lease, await _lease_row(conn, lease.thread_id, "FOR UPDATE"))
             renewed = Lease(lease.thread_id, lease.owner, lease.token, self._clock() + ttl)
             await _store_lease(conn, renewed)
