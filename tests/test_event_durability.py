@@ -4,6 +4,7 @@ until a later write stores it."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,32 @@ async def test_events_another_process_already_stored_are_not_written_again(tmp_p
             await bus.flush(thread.id)  # seq 1 is taken: the batch is rolled back whole
         await bus.flush(thread.id)  # seq 2 was kept and goes now; seq 1 is not retried for ever
         assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "theirs"), (2, "mine")]
+
+
+async def test_live_deltas_held_for_reconnecting_cost_the_collector_nothing(tmp_path: Path) -> None:
+    """At 1,000 conversations in flight the rings of deltas were 40% of what every full
+    collection walked (three tracked objects per delta); a reconnecting reader still gets
+    each delta back whole, in order, and mutating one it got changes nothing kept."""
+    async with SQLiteStorage(str(tmp_path / "ring.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, SecretScopes([]))
+        await bus.attach(thread.id, new=True)
+        gc.collect()
+        before = len(gc.get_objects())
+        for i in range(1000):
+            bus.publish(thread.id, "text_delta", {"side": "a", "depth": 0, "text": f"part {i} "})
+        for _ in range(2):  # the collector untracks a tuple of plain values once it has seen its items are
+            gc.collect()  # (young and middle generations have looked twice before anything reaches the old one)
+        assert len(gc.get_objects()) - before < 100
+
+        bus.publish(thread.id, "noted", {"call": {"id": "c1"}, "parts": [1, 2]})  # nested: kept as given
+        reader = bus.subscribe(thread.id, after=990)
+        got = [await anext(reader) for _ in range(11)]
+        await reader.aclose()
+        assert [e.seq for e in got] == list(range(991, 1002))
+        assert got[0].data == {"side": "a", "depth": 0, "text": "part 990 "} and got[0].thread_id == thread.id
+        assert got[-1].type == "noted" and got[-1].data == {"call": {"id": "c1"}, "parts": [1, 2]}
+        got[0].data["text"] = "changed"
+        again = bus.subscribe(thread.id, after=990)
+        assert (await anext(again)).data["text"] == "part 990 "
+        await again.aclose()
