@@ -41,6 +41,7 @@ except ImportError:  # the [otel] extra is not installed: every decorator is the
 __all__ = ["ENABLED", "add_event", "attach_context", "carrier", "chat", "code_run", "execution", "tool_call", "turn"]
 
 ENABLED = _trace is not None
+_NO_PROVIDER = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider) if ENABLED else ()
 P = ParamSpec("P")
 R = TypeVar("R")
 AsyncFn = Callable[P, Coroutine[Any, Any, R]]
@@ -62,8 +63,7 @@ def _traced(
         if not ENABLED:
             return fn
 
-        @functools.wraps(fn)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
             span_kind = getattr(_trace.SpanKind, kind)
             with _tracer().start_as_current_span(name_of(*args, **kwargs), kind=span_kind) as span:
                 if span.is_recording():
@@ -72,6 +72,16 @@ def _traced(
                 if after is not None and span.is_recording():
                     span.set_attributes(_clean(after(result, *args, **kwargs)))
                 return result
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+            # Until the host sets a tracer provider every span is a no-op, yet starting one
+            # costs a dozen objects (generators, a context, a token) per level, held for the
+            # whole execution: at 1,000 conversations in flight, that is work for every full
+            # garbage collection. So the method runs bare, not even wrapped in a coroutine.
+            if type(_trace.get_tracer_provider()) in _NO_PROVIDER:
+                return fn(*args, **kwargs)
+            return traced(*args, **kwargs)
 
         return wrapper
 

@@ -171,3 +171,24 @@ async def test_the_trace_context_travels_with_a_handed_off_execution(make_runtim
     [agent] = _by_name(spans.get_finished_spans())["invoke_agent chat"]
     assert agent.context.trace_id == request_span.context.trace_id
     assert agent.parent.span_id == request_span.context.span_id
+
+
+async def test_until_a_tracer_provider_is_set_no_span_is_started(
+    make_runtime: Any, monkeypatch: Any, spans: Any
+) -> None:
+    """With the API installed but no provider set every span is a no-op, yet starting one
+    holds a dozen objects per level for the whole execution (work for every full garbage
+    collection at 1,000 conversations): the methods then run bare, and tracing starts as
+    soon as the host sets its provider."""
+    asked: list[str] = []
+    real_get_tracer = trace.get_tracer
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    monkeypatch.setattr(trace, "get_tracer", lambda *a, **k: asked.append(a[0]) or real_get_tracer(*a, **k))
+    rt, _ = await make_runtime(_defs(), [R(tool_calls=[C("weather", {"q": "Oslo"})]), R(text="Sunny.")] * 2)
+    result = await (await rt.create_thread("chat")).send("Weather in Oslo?")
+    assert result.output == "Sunny." and asked == []
+
+    monkeypatch.undo()
+    monkeypatch.setattr(trace, "get_tracer", lambda *a, **k: asked.append(a[0]) or real_get_tracer(*a, **k))
+    await (await rt.create_thread("chat")).send("Weather in Oslo?")
+    assert len(asked) == 5 and len(spans.get_finished_spans()) == 5  # agent, turn, two chats, one tool
