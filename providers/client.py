@@ -272,6 +272,7 @@ class ModelClient:
     def __init__(self, config: ProvidersConfig, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.config = config
         self._sleep = sleep
+        self._policies: dict[str, _RetryPolicy] = {}  # per alias: built once, not held per request in flight
 
     def model_info(self, alias: str | None) -> ModelInfo:
         return self.config.model_info(alias)
@@ -311,12 +312,17 @@ class ModelClient:
     ) -> AsyncGenerator[StreamItem, None]:
         model = self.config.models[alias]
         info = self.config.model_info(alias)
+        policy = self._policies.get(alias)
+        if policy is None or policy.model is not model or policy.attempts != model.retry.attempts:
+            policy = self._policies[alias] = _RetryPolicy(
+                model,
+                model.retry.attempts,
+                stop_after_attempt(model.retry.attempts),
+                _wait_for(model),
+                retry_if_exception(_retryable),
+            )
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(model.retry.attempts),
-            wait=_wait_for(model),
-            retry=retry_if_exception(lambda e: classify_error(e).retryable),
-            sleep=self._sleep,
-            reraise=True,
+            stop=policy.stop, wait=policy.wait, retry=policy.retry, sleep=self._sleep, reraise=True
         )
         async for attempt in retrying:
             state.number += 1
@@ -477,6 +483,19 @@ def _final(failures: list[ProviderError]) -> ProviderError:
         retryable=last.retryable,
         kind=last.kind,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _RetryPolicy:
+    model: ModelConfig
+    attempts: int
+    stop: stop_after_attempt
+    wait: Callable[[RetryCallState], float]
+    retry: retry_if_exception
+
+
+def _retryable(exc: BaseException) -> bool:
+    return classify_error(exc).retryable
 
 
 def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:

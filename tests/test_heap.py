@@ -1,0 +1,59 @@
+"""What a conversation in flight holds for the garbage collector.
+
+A full collection walks every tracked object of every conversation in flight, so at
+1,000 of them its pause is the number below times 1,000 times about 1 us (the
+collector's cost per object on this machine class, see docs/performance.md). The
+conversations here are held mid-answer by a scripted stream that stops sending
+(OpenAI-wire SSE through respx, read by the runtime's wire reader), with 40 text
+deltas already streamed: the point where a thread's state is largest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from typing import Any
+
+from support import definitions
+
+from orchestrator import Side, define_agent, define_prompt, tracing
+from providers.scripted import ScriptedResponse
+
+HELD = 100
+CEILING = 350  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
+# per-request retry policies were cut, 300 after (the floor of a bare openai SDK loop is about 95)
+
+
+def _defs() -> Any:
+    prompts = {"pa": define_prompt(prompt="You help.", tool_description="side a")}
+    return definitions(prompts=prompts, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))})
+
+
+async def test_a_conversation_in_flight_holds_few_objects_for_the_collector(
+    make_runtime: Any, monkeypatch: Any
+) -> None:
+    if tracing.ENABLED:  # as shipped: no tracer provider set (another test may have set one in this process)
+        from opentelemetry import trace
+
+        monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    answer = ScriptedResponse(text="word " * 60, chunk_size=5, hang_after=41)
+    rt, model = await make_runtime(_defs(), [answer] * HELD)
+    threads = [await rt.create_thread("chat") for _ in range(HELD)]
+    for _ in range(3):
+        gc.collect()
+    before = len(gc.get_objects())
+    sends = [asyncio.create_task(t.send("hello")) for t in threads]
+    for _ in range(1000):  # until every request is in (storage works on its own thread)
+        if len(model.requests) == HELD:
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(200):  # and every stream has reached its silence
+        await asyncio.sleep(0)
+    for _ in range(3):
+        gc.collect()
+    per_conversation = (len(gc.get_objects()) - before) / HELD
+    assert all(t.execution is not None and not s.done() for t, s in zip(threads, sends, strict=True))
+    for task in sends:
+        task.cancel()
+    await asyncio.gather(*sends, return_exceptions=True)
+    assert per_conversation < CEILING, f"{per_conversation:.0f} tracked objects per conversation in flight"
