@@ -200,6 +200,11 @@ def _targets(results: dict[str, Any]) -> list[str]:
             f"max pause {_ms(frozen['gc_max_pause'])} ms; with `gc_freeze` off p99 {_ms(_pct(plain['latencies'], 0.99))} ms, "
             f"{plain['gc_full']} full GCs, max pause {_ms(plain['gc_max_pause'])} ms"
         )
+        if floor := gc.get("floor"):
+            text += (
+                f"; floor, bare openai SDK loop with its heap frozen: {floor['gc_full']} full GCs, "
+                f"max pause {_ms(floor['gc_max_pause'])} ms"
+            )
         rows.append(
             f"| no GC spikes (full-collection pause <= 50 ms, runtime as shipped), x{gc['level']} | {text} | {_verdict(frozen['gc_max_pause'] <= 0.05)} |"
         )

@@ -120,9 +120,14 @@ class OpenAILoop(_Loop):
     name = "openai SDK loop"
 
     def __init__(self, base_url: str) -> None:
-        from openai import AsyncOpenAI
+        import httpx
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-        self._client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key="bench", max_retries=0)
+        # Room for 1,000 requests at once (the SDK's default pool waits, then times out the rest).
+        pool = DefaultAsyncHttpxClient(limits=httpx.Limits(max_connections=2000))
+        self._client = AsyncOpenAI(
+            base_url=f"{base_url}/v1", api_key="bench", max_retries=0, timeout=600.0, http_client=pool
+        )
 
     async def _stream(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         kwargs: dict[str, Any] = {"tools": tools} if tools else {}
