@@ -436,3 +436,33 @@ async def test_using_a_closed_storage_says_so(tmp_path: Path) -> None:
 
     with pytest.raises(StorageError, match="not open"):
         await SQLiteStorage(str(tmp_path / "x.db")).get_thread("thr_1")
+
+
+async def test_sqlite_calls_run_in_order_and_hold_little_while_queued(tmp_path: Path) -> None:
+    """One thread serves the calls, in the order they were made; a call whose caller was
+    cancelled before it started is skipped. A queued call holds little for the garbage collector
+    (counted here with its caller's task, coroutines and message): the executor hand-off it
+    replaced added a concurrent future, its condition and lock, a work item and chained callbacks."""
+    import asyncio
+    import gc
+    import threading
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async with SQLiteStorage(str(tmp_path / "order.db")) as s:
+        thread = await new_thread(s)
+        gate = threading.Event()
+        blocked = asyncio.ensure_future(s._run(lambda conn: gate.wait(10)))  # holds the thread
+        gc.collect()
+        before = len(gc.get_objects())
+        queued = [asyncio.ensure_future(s.append_messages(thread.id, [msg(thread.id, f"m{i}")])) for i in range(200)]
+        await asyncio.sleep(0)
+        gc.collect()
+        per_call = (len(gc.get_objects()) - before) / len(queued)
+        queued[0].cancel()
+        gate.set()
+        await blocked
+        results = await asyncio.gather(*queued, return_exceptions=True)
+        assert isinstance(results[0], asyncio.CancelledError)
+        assert await contents(s, thread.id) == [f"m{i}" for i in range(1, 200)]
+        assert per_call < 20, f"{per_call:.1f} tracked objects per queued call"  # 41 through the executor

@@ -10,13 +10,10 @@ failing, and no transaction ever has to upgrade a read lock.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -26,6 +23,7 @@ from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, Thread
 from ..results import AttachmentRef
 from . import _common as c
 from ._migrations import Migration, check_sequence, load_migrations, pending, split_statements
+from ._thread import StorageThread
 from .base import DuplicateEventError, Lease, Scope, StepWrite, Storage, StorageError
 
 T = TypeVar("T")
@@ -70,27 +68,25 @@ class SQLiteStorage(Storage):
         check_sequence(self._migrations)
         self._busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: StorageThread | None = None
 
     # -- plumbing --------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` on the storage thread."""
-        if self._conn is None or self._executor is None:
+        if self._conn is None or self._thread is None:
             raise StorageError(f"SQLite storage {self.path} is not open; call `await storage.open()` first")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, self._conn, *args))
+        return await self._thread.call(fn, self._conn, *args)
 
     async def open(self) -> None:
         if self._conn is not None:
             return
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orchestrator-sqlite")
-        loop = asyncio.get_running_loop()
+        self._thread = StorageThread("orchestrator-sqlite")
         try:
-            self._conn = await loop.run_in_executor(self._executor, self._connect)
+            self._conn = await self._thread.call(self._connect)
         except BaseException:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            self._thread.stop()
+            self._thread = None
             raise
 
     def _connect(self) -> sqlite3.Connection:
@@ -130,12 +126,12 @@ class SQLiteStorage(Storage):
                 conn.execute(f"PRAGMA user_version = {int(todo[-1].version)}")
 
     async def close(self) -> None:
-        if self._conn is None or self._executor is None:
+        if self._conn is None or self._thread is None:
             return
-        conn, executor = self._conn, self._executor
-        self._conn = self._executor = None
-        await asyncio.get_running_loop().run_in_executor(executor, conn.close)
-        executor.shutdown(wait=True)
+        conn, thread = self._conn, self._thread
+        self._conn = self._thread = None
+        await thread.call(conn.close)
+        thread.stop()
 
     async def schema_version(self) -> int:
         return await self._run(lambda conn: conn.execute("PRAGMA user_version").fetchone()[0])
