@@ -1,0 +1,84 @@
+"""How much of the `stream: litellm` path's cost over a bare LiteLLM loop is the storage hand-off.
+
+    .venv/bin/python bench/handoff.py [rounds]
+
+Scenario b, four contenders in this one process against one fake provider, interleaved rounds
+of three conversations each: the bare `acompletion` loop, and the runtime with `stream: litellm`
+making its SQLite calls (a) through `run_in_executor` on a one-worker pool, as before
+`storage/_thread.py`, (b) through the storage's own thread, as shipped, (c) inline on the event
+loop, an experiment only (a lock held by another process would block the loop). Ratios to the
+bare loop are paired per round, then the median: this machine's runs drift by more than the
+differences measured. The storage's private `_run` is swapped per contender turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from bench.contenders import make
+from bench.fake_provider import model_name
+from bench.run import fake_server
+from orchestrator.storage import sqlite
+
+_SHIPPED = sqlite.SQLiteStorage._run
+_POOL = ThreadPoolExecutor(max_workers=1)
+
+
+async def _executor(self: Any, fn: Any, *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, self._conn, *args))
+
+
+async def _inline(self: Any, fn: Any, *args: Any) -> Any:
+    return fn(self._conn, *args)
+
+
+_WAYS = {"run_in_executor (before)": _executor, "own thread (shipped)": _SHIPPED, "inline (experiment)": _inline}
+
+
+async def _measure(url: str, rounds: int) -> None:
+    model = model_name("b", chunks=50)
+    contenders = {"bare litellm loop": make("litellm", url)} | {way: make("runtime_litellm", url) for way in _WAYS}
+    times: dict[str, list[tuple[float, float]]] = {key: [] for key in contenders}
+    for warm in (True, False):
+        for _ in range(3 if warm else rounds):
+            for key, contender in contenders.items():
+                sqlite.SQLiteStorage._run = _WAYS.get(key, _SHIPPED)  # type: ignore[method-assign]
+                wall, cpu = time.perf_counter(), time.process_time()
+                for _ in range(3):
+                    await contender.conversation("b", model)
+                if not warm:
+                    times[key].append(((time.perf_counter() - wall) / 3, (time.process_time() - cpu) / 3))
+    sqlite.SQLiteStorage._run = _SHIPPED  # type: ignore[method-assign]
+    bare = times["bare litellm loop"]
+    print(f"scenario b, stream: litellm (LiteLLM's stream), {rounds} rounds; paired median ratio to the bare loop")
+    print("| SQLite calls | wall ms | x bare (wall) | CPU ms | x bare (CPU) |\n|---|---:|---:|---:|---:|")
+    for key, rows in times.items():
+        wall = statistics.median(a[0] / b[0] for a, b in zip(rows, bare, strict=True))
+        cpu = statistics.median(a[1] / b[1] for a, b in zip(rows, bare, strict=True))
+        print(
+            f"| {key} | {statistics.median(r[0] for r in rows) * 1000:.1f} | x{wall:.3f} "
+            f"| {statistics.median(r[1] for r in rows) * 1000:.1f} | x{cpu:.3f} |"
+        )
+    for contender in contenders.values():
+        await contender.close()
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 25
+    with fake_server() as url:
+        asyncio.run(_measure(url, rounds))
+
+
+if __name__ == "__main__":
+    main()
