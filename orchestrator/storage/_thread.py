@@ -2,12 +2,10 @@
 
 `loop.run_in_executor` on a one-worker `ThreadPoolExecutor` does the same with a
 `concurrent.futures.Future` per call (a condition, a lock, a chain of callbacks back to an
-asyncio future). A three-step conversation with tools makes 16 storage calls, and with
-`stream: litellm` those hand-offs were a large part of what the runtime added to a bare LiteLLM
-loop: paired medians over 25-30 interleaved rounds of scenario b put it at x1.19-1.23 through the
-executor and x1.11-1.20 through this class (docs/performance.md). They also held about 25 more
-tracked objects per call in flight. Here a call is one tuple on a `SimpleQueue` and one
-`call_soon_threadsafe` back.
+asyncio future): 41 tracked objects per call in flight against 16 here, counted with the
+caller's task (`tests/test_storage.py`), work for every garbage collection while conversations
+wait on storage. Here a call is one tuple on a `SimpleQueue` and one `call_soon_threadsafe` back.
+(It is not faster in a way this machine can show: docs/performance.md, `bench/handoff.py`.)
 
 A caller cancelled before its call starts has it skipped; one cancelled while it runs stops
 waiting, the call finishes (a transaction is never cut halfway) and its result is dropped. The
