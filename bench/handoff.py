@@ -6,7 +6,8 @@ Scenario b, four contenders in this one process against one fake provider, inter
 of three conversations each: the bare `acompletion` loop, and the runtime with `stream: litellm`
 making its SQLite calls (a) through `run_in_executor` on a one-worker pool, as before
 `storage/_thread.py`, (b) through the storage's own thread, as shipped, (c) inline on the event
-loop, an experiment only (a lock held by another process would block the loop). Ratios to the
+loop, an experiment only (a lock held by another process would block the loop). First, the
+latency of one call alone (`get_thread`, 2,000 in a row, each way twice). Ratios to the
 bare loop are paired per round, then the median: this machine's runs drift by more than the
 differences measured. The storage's private `_run` is swapped per contender turn.
 """
@@ -74,8 +75,28 @@ async def _measure(url: str, rounds: int) -> None:
         await contender.close()
 
 
+async def _call_latency() -> None:
+    import tempfile
+
+    from orchestrator.messages import ThreadRecord
+
+    with tempfile.TemporaryDirectory() as folder:
+        async with sqlite.SQLiteStorage(f"{folder}/latency.db") as storage:
+            thread = await storage.create_thread(ThreadRecord(agent_id="bench"))
+            print("| one `get_thread` call alone | us per call |\n|---|---:|")
+            for key in ("run_in_executor (before)", "own thread (shipped)") * 2:
+                sqlite.SQLiteStorage._run = _WAYS[key]  # type: ignore[method-assign]
+                start = time.perf_counter()
+                for _ in range(2000):
+                    await storage.get_thread(thread.id)
+                print(f"| {key} | {(time.perf_counter() - start) / 2000 * 1e6:.0f} |")
+            sqlite.SQLiteStorage._run = _SHIPPED  # type: ignore[method-assign]
+    print()
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 25
+    asyncio.run(_call_latency())
     with fake_server() as url:
         asyncio.run(_measure(url, rounds))
 
