@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from . import anthropic_wire, gemini_wire, openai_wire, request_memo
 from .call_ids import CallIndex
-from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider
+from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
 from .failures import Failure, StreamCut, classify_error, retry_after, scrub
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
@@ -272,7 +272,7 @@ class ModelClient:
     def __init__(self, config: ProvidersConfig, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.config = config
         self._sleep = sleep
-        self._policies: dict[str, _RetryPolicy] = {}  # per alias: built once, not held per request in flight
+        self._retry_rules: dict[str, _RetryRules] = {}  # per alias: not rebuilt (and held) per request in flight
 
     def model_info(self, alias: str | None) -> ModelInfo:
         return self.config.model_info(alias)
@@ -312,18 +312,12 @@ class ModelClient:
     ) -> AsyncGenerator[StreamItem, None]:
         model = self.config.models[alias]
         info = self.config.model_info(alias)
-        policy = self._policies.get(alias)
-        if policy is None or policy.model is not model or policy.attempts != model.retry.attempts:
-            policy = self._policies[alias] = _RetryPolicy(
-                model,
-                model.retry.attempts,
-                stop_after_attempt(model.retry.attempts),
-                _wait_for(model),
-                retry_if_exception(_retryable),
+        rules = self._retry_rules.get(alias)
+        if rules is None or rules.policy is not model.retry:  # built once per policy, shared by its requests
+            rules = self._retry_rules[alias] = _RetryRules(
+                model.retry, stop_after_attempt(model.retry.attempts), _wait_for(model)
             )
-        retrying = AsyncRetrying(
-            stop=policy.stop, wait=policy.wait, retry=policy.retry, sleep=self._sleep, reraise=True
-        )
+        retrying = AsyncRetrying(stop=rules.stop, wait=rules.wait, retry=_RETRYABLE, sleep=self._sleep, reraise=True)
         async for attempt in retrying:
             state.number += 1
             failure: Exception | None = None
@@ -486,16 +480,17 @@ def _final(failures: list[ProviderError]) -> ProviderError:
 
 
 @dataclass(frozen=True, slots=True)
-class _RetryPolicy:
-    model: ModelConfig
-    attempts: int
+class _RetryRules:
+    policy: RetryPolicy  # the config they were built from
     stop: stop_after_attempt
     wait: Callable[[RetryCallState], float]
-    retry: retry_if_exception
 
 
 def _retryable(exc: BaseException) -> bool:
     return classify_error(exc).retryable
+
+
+_RETRYABLE = retry_if_exception(_retryable)
 
 
 def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:

@@ -50,19 +50,23 @@ class StorageThread:
 
     def _serve(self) -> None:
         while (item := self._calls.get()) is not None:
-            loop, future, fn, args = item
-            if future.cancelled():  # its caller gave up before it started: skipped, as an executor would
-                del item, future, fn, args
-                continue
-            try:
-                result, error = fn(*args), None
-            except BaseException as exc:  # handed to the caller, whatever it is
-                result, error = None, exc
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-            del item, future, fn, args, result, error  # hold nothing while idle
+            _answer(*item)
+            del item  # hold nothing while idle
+
+
+def _answer(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]
+) -> None:
+    if future.cancelled():  # its caller gave up before it started: skipped, as an executor would
+        return
+    try:
+        result, error = fn(*args), None
+    except BaseException as exc:  # handed to the caller, whatever it is
+        result, error = None, exc
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
