@@ -82,6 +82,7 @@ def _free_port() -> int:
 @contextmanager
 def fake_server() -> Any:
     port = _free_port()
+    (RESULTS / "logs").mkdir(parents=True, exist_ok=True)  # bench/results is not in git
     log = open(RESULTS / "logs" / "fake_provider.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.fake_provider", "--port", str(port)],
@@ -116,6 +117,7 @@ class Worker:
 
     def __init__(self, key: str, url: str, *, tag: str = "") -> None:
         self.key = key
+        (RESULTS / "logs").mkdir(parents=True, exist_ok=True)
         self.log = open(RESULTS / "logs" / f"worker_{key}{tag}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.worker", key, "--base-url", url],

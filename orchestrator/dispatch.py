@@ -82,9 +82,10 @@ class Dispatcher:
             while running:
                 done = await self._wait_or_abort(running)
                 running -= done
-                for task in sorted(done, key=tasks.__getitem__):  # finished together: in call order
-                    result, queue = task.result()
-                    results[tasks[task]] = (await self._store_result(local[tasks[task]], result), queue)
+                finished = sorted(done, key=tasks.__getitem__)  # finished together: in call order, one commit
+                stored = await self._store_results([(local[tasks[t]], t.result()[0]) for t in finished])
+                for task, message in zip(finished, stored, strict=True):
+                    results[tasks[task]] = (message, task.result()[1])
         finally:
             for task in tasks:
                 task.cancel()
@@ -293,11 +294,24 @@ class Dispatcher:
         return result.model_copy(update={"result": text[:limit] + note})
 
     async def _store_result(self, call: ToolCall, result: ToolResult) -> Message:
+        [stored] = await self._store_results([(call, result)])
+        return stored
+
+    async def _store_results(self, done: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         hooks, state = self._services.hooks, self._step.state
-        result = await hooks.transform("before_store_tool_result", state, result, call)
+        ready = [(call, await hooks.transform("before_store_tool_result", state, result, call)) for call, result in done]
+        messages = [self._result_message(call, result) for call, result in ready]
+        stored = await self._services.store_messages(state, messages, event="tool_result")
+        for call, result in ready:
+            success = result.status == "success"
+            await hooks.call("after_tool_call_success" if success else "after_tool_call_failure", state, call, result)
+        return stored
+
+    def _result_message(self, call: ToolCall, result: ToolResult) -> Message:
+        state = self._step.state
         redact = self._services.redactor.for_thread(state.thread_id).text
         content = result.result if result.status == "success" else (result.error or "Tool failed")
-        message = Message(
+        return Message(
             thread_id=state.thread_id,
             side=self._step.side,
             role="tool",
@@ -310,11 +324,6 @@ class Dispatcher:
             attachments=[a for a in result.attachments or [] if isinstance(a, AttachmentRef)],
             metadata={"stack": redact(result.stack)} if result.stack else {},
         )
-        stored = await self._services.store_message(state, message, event="tool_result")
-        await hooks.call(
-            "after_tool_call_success" if result.status == "success" else "after_tool_call_failure", state, call, result
-        )
-        return stored
 
     def _flow_id(self) -> str | None:
         execution = self._step.state.execution

@@ -111,16 +111,15 @@ async def execute(
     `on_start` runs once the execution holds the lease, before it writes anything."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
-    lease = await services.storage.acquire_lease(thread.id, owner, services.settings.lease_ttl)
-    keeper = LeaseKeeper(services.storage, lease, services.settings.lease_ttl, sleep=services.sleep).start()
+    start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
+    keeper = LeaseKeeper(services.storage, start.lease, services.settings.lease_ttl, sleep=services.sleep).start()
     try:
-        services.bus.fence(thread.id, lease.token)  # also keeps the channel attached until we are done
+        services.bus.fence(thread.id, start.lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
-        thread = await services.storage.get_thread(thread.id)
-        history = (await services.storage.get_messages(thread.id, include_silent=True)).messages
+        thread = start.thread
         snapshot = _snapshot_for(thread)
-        execution = ExecutionState(snapshot, history)
-        execution.lease_token = lease.token
+        execution = ExecutionState(snapshot, start.history)
+        execution.lease_token = start.lease.token
         keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
@@ -191,6 +190,7 @@ class _Execution:
 
     async def _turns(self, pending: _Outcome | None) -> None:
         max_turns = self.agent.max_session_turns or self.services.settings.default_max_session_turns
+        between_turns = False
         while not self.snap.stopped and not self.execution.abort_signal.aborted:
             if self.snap.turn_count >= max_turns:
                 self._end(self.snap.current_side, "max_session_turns")
@@ -198,6 +198,8 @@ class _Execution:
             side = self.snap.current_side
             if self.agent.type == "ai_human" and side == "b":
                 break  # the person's turn: the thread rests until their next message
+            if between_turns:  # the last turn's end, stored before the next begins (or by `_finish`, one commit)
+                await self._save()
             reason = await self.turn(side, resumed=pending)
             pending = None
             self.snap.turn_count += 1
@@ -207,7 +209,7 @@ class _Execution:
             self.snap.current_side = self.snap.forced_side or _other(side)
             self.snap.forced_side = None
             self.snap.turn_step_count = 0
-            await self._save()
+            between_turns = True
 
     async def _person_turn(self, text: str, *, save_thread: bool) -> None:
         """The person's message; with `save_thread`, in the same commit as the thread's switch to running."""

@@ -56,25 +56,40 @@ class Services:
         thread: ThreadRecord | None = None,
     ) -> Message:
         """Create-message lifecycle: hook, one transaction, live history, event, hook."""
-        message = await self.hooks.transform("before_create_message", state, message)
+        [stored] = await self.store_messages(state, [message], event=event, thread=thread)
+        return stored
+
+    async def store_messages(
+        self,
+        state: ThreadState,
+        messages: list[Message],
+        *,
+        event: str = "message_created",
+        thread: ThreadRecord | None = None,
+    ) -> list[Message]:
+        """`store_message` for messages ready together (tool results finished at once): each gets
+        its hooks and event, all are written in one transaction."""
+        messages = [await self.hooks.transform("before_create_message", state, m) for m in messages]
+        thread_id = messages[0].thread_id
         execution = state.execution
         write = StepWrite(
-            thread_id=message.thread_id,
-            new_messages=[message],
-            events=self.bus.take_pending(message.thread_id),
+            thread_id=thread_id,
+            new_messages=messages,
+            events=self.bus.take_pending(thread_id),
             thread=thread,
             lease_token=execution.lease_token if execution else None,
         )
         try:
-            [stored] = await self.storage.commit(write)
+            stored = await self.storage.commit(write)
         except Exception as exc:
-            self.bus.unwritten(message.thread_id, write.events, exc)
+            self.bus.unwritten(thread_id, write.events, exc)
             raise
-        self.bus.committed(message.thread_id, write.events)
-        if execution is not None:
-            execution.message_history.append(stored)
-        self.bus.publish(message.thread_id, event, stored.model_dump(mode="json"), defer=execution is not None)
-        await self.hooks.call("after_create_message", state, stored)
+        self.bus.committed(thread_id, write.events)
+        for message in stored:
+            if execution is not None:
+                execution.message_history.append(message)
+            self.bus.publish(thread_id, event, message.model_dump(mode="json"), defer=execution is not None)
+            await self.hooks.call("after_create_message", state, message)
         return stored
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:

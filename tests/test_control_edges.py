@@ -76,14 +76,14 @@ async def test_stop_while_waiting_for_the_lease_is_applied_once_it_is_taken(make
     rt, model = await make_runtime(_duo(), CONVERSATION)
     thread = await rt.create_thread("duo")
     gate, waiting = asyncio.Event(), asyncio.Event()
-    acquire = rt.storage.acquire_lease
+    begin = rt.storage.begin_execution  # takes the lease
 
-    async def slow_acquire(*args: Any, **kwargs: Any) -> Any:
+    async def slow_begin(*args: Any, **kwargs: Any) -> Any:
         waiting.set()
         await gate.wait()
-        return await acquire(*args, **kwargs)
+        return await begin(*args, **kwargs)
 
-    rt.storage.acquire_lease = slow_acquire  # type: ignore[method-assign]
+    rt.storage.begin_execution = slow_begin  # type: ignore[method-assign]
     task = asyncio.create_task(thread.run())
     await asyncio.wait_for(waiting.wait(), 30)
     assert thread.execution is None and thread.stop("not now") is True

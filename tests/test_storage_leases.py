@@ -18,6 +18,7 @@ from storage_backends import (  # noqa: F401 - fixtures
 )
 
 from orchestrator.storage import (
+    NotFoundError,
     SchemaVersionError,
     StaleLeaseError,
     StepWrite,
@@ -72,6 +73,24 @@ async def test_lease_lifecycle_with_a_fake_clock(storage: Storage, fake_clock: F
     assert c3.token > c.token
     with pytest.raises(ValueError, match="ttl"):
         await storage.acquire_lease(thread.id, "C", ttl=0)
+
+
+async def test_an_execution_begins_with_the_lease_the_thread_and_its_whole_history(
+    storage: Storage, fake_clock: FakeClock
+) -> None:
+    thread = await new_thread(storage)
+    await storage.append_messages(thread.id, [msg(thread.id, "one"), msg(thread.id, "quiet", silent=True)])
+    start = await storage.begin_execution(thread.id, "A", ttl=30)
+    assert (start.lease.owner, start.lease.expires_at, start.thread.id) == ("A", fake_clock.now + 30, thread.id)
+    assert [(m.content, m.seq) for m in start.history] == [("one", 1), ("quiet", 2)]
+    with pytest.raises(ThreadBusyError):
+        await storage.begin_execution(thread.id, "B", ttl=30)
+    with pytest.raises(NotFoundError, match="nope"):
+        await storage.begin_execution("nope", "B", ttl=30)
+    with pytest.raises(ValueError, match="ttl"):
+        await storage.begin_execution(thread.id, "A", ttl=0)
+    await storage.release_lease(start.lease)
+    assert (await storage.begin_execution(thread.id, "B", ttl=30)).lease.token > start.lease.token
 
 
 async def test_leases_are_per_thread(storage: Storage) -> None:

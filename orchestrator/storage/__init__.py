@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import (
     DuplicateEventError,
+    ExecutionStart,
     Lease,
     NotFoundError,
     SchemaVersionError,
@@ -16,6 +17,7 @@ from .base import (
 
 __all__ = [
     "DuplicateEventError",
+    "ExecutionStart",
     "Lease",
     "NotFoundError",
     "SchemaVersionError",

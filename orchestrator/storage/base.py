@@ -61,6 +61,15 @@ class Lease:
     expires_at: float
 
 
+@dataclass(frozen=True)
+class ExecutionStart:
+    """What an execution starts from: the lease it took, the thread and its whole history."""
+
+    lease: Lease
+    thread: ThreadRecord
+    history: list[Message]
+
+
 @dataclass
 class StepWrite:
     """Everything one step (or one tool result) writes, committed atomically."""
@@ -184,3 +193,17 @@ class Storage(ABC):
 
     @abstractmethod
     async def release_lease(self, lease: Lease) -> None: ...
+
+    async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
+        """Take the lease, then read the thread and all its messages (silent ones too).
+
+        One call because every execution starts with these three: a store that can do them in one
+        round trip (SQLite: one hop to its thread, one transaction) overrides this."""
+        lease = await self.acquire_lease(thread_id, owner, ttl)
+        try:
+            thread = await self.get_thread(thread_id)
+            history = (await self.get_messages(thread_id, include_silent=True)).messages
+        except BaseException:
+            await self.release_lease(lease)
+            raise
+        return ExecutionStart(lease, thread, history)

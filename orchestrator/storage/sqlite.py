@@ -24,7 +24,7 @@ from ..results import AttachmentRef
 from . import _common as c
 from ._migrations import Migration, check_sequence, load_migrations, pending, split_statements
 from ._thread import StorageThread
-from .base import DuplicateEventError, Lease, Scope, StepWrite, Storage, StorageError
+from .base import DuplicateEventError, ExecutionStart, Lease, Scope, StepWrite, Storage, StorageError
 
 T = TypeVar("T")
 
@@ -244,6 +244,10 @@ class SQLiteStorage(Storage):
     async def release_lease(self, lease: Lease) -> None:
         await self._run(_write_tx, _release_lease, lease)
 
+    async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
+        c.check_ttl(ttl)
+        return await self._run(_write_tx, _begin_execution, thread_id, owner, ttl, self._clock())
+
 
 # -- the functions that run on the storage thread ------------------------------
 
@@ -294,6 +298,10 @@ def _list_threads(
 
 def _insert_messages(conn: sqlite3.Connection, thread_id: str, messages: list[Message]) -> list[Message]:
     _require_thread(conn, thread_id)
+    return _add_messages(conn, thread_id, messages)
+
+
+def _add_messages(conn: sqlite3.Connection, thread_id: str, messages: list[Message]) -> list[Message]:
     last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE thread_id = ?", (thread_id,)).fetchone()[0]
     stored = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(messages, start=1)]
     for m in stored:
@@ -413,6 +421,10 @@ def _get_file(conn: sqlite3.Connection, thread_id: str, file_id: str) -> tuple[A
 def _insert_events(conn: sqlite3.Connection, events: list[Event]) -> None:
     for thread_id in dict.fromkeys(e.thread_id for e in events):
         _require_thread(conn, thread_id)
+    _add_events(conn, events)
+
+
+def _add_events(conn: sqlite3.Connection, events: list[Event]) -> None:
     for e in events:
         try:
             conn.execute(
@@ -446,9 +458,9 @@ def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
     _require_thread(conn, write.thread_id)
     if write.lease_token is not None:
         c.check_fence(write.thread_id, write.lease_token, _lease_row(conn, write.thread_id))
-    stored = _insert_messages(conn, write.thread_id, write.new_messages) if write.new_messages else []
+    stored = _add_messages(conn, write.thread_id, write.new_messages) if write.new_messages else []
     _update_messages(conn, write.thread_id, write.updated_messages)
-    _insert_events(conn, write.events)
+    _add_events(conn, write.events)  # `check_step` saw they are all this thread's
     if write.thread is not None:
         _save_thread(conn, write.thread)
     return stored
@@ -480,6 +492,12 @@ def _renew_lease(conn: sqlite3.Connection, lease: Lease, ttl: float, now: float)
     renewed = Lease(lease.thread_id, lease.owner, lease.token, now + ttl)
     _store_lease(conn, renewed)
     return renewed
+
+
+def _begin_execution(conn: sqlite3.Connection, thread_id: str, owner: str, ttl: float, now: float) -> ExecutionStart:
+    lease = _acquire_lease(conn, thread_id, owner, ttl, now)
+    rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)).fetchall()
+    return ExecutionStart(lease, _get_thread(conn, thread_id), [c.message_from_row(r) for r in rows])
 
 
 def _release_lease(conn: sqlite3.Connection, lease: Lease) -> None:
