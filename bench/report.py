@@ -208,7 +208,23 @@ def _targets(results: dict[str, Any]) -> list[str]:
         rows.append(
             f"| no GC spikes (full-collection pause <= 50 ms, runtime as shipped), x{gc['level']} | {text} | {_verdict(frozen['gc_max_pause'] <= 0.05)} |"
         )
+        if spread := gc.get("spread"):
+            rows.append(_spread_row(gc["level"], spread, results["gc"]))
     return rows
+
+
+def _spread_row(level: int, spread: dict[str, Any], gc_rows: list[dict[str, Any]]) -> str:
+    """x1000 held by worker processes of 100 each: pause and throughput against one process at x100."""
+    x100 = next((g["frozen"] for g in gc_rows if g["level"] == 100), None)
+    rate = len(spread["latencies"]) / spread["wall"]
+    base = len(x100["latencies"]) / x100["wall"] if x100 else float("nan")
+    text = (
+        f"{spread['processes']} processes of {level // spread['processes']}: {spread['gc_full']} full GCs in all, "
+        f"max pause {_ms(spread['gc_max_pause'])} ms (collector CPU {_ms(spread['gc_max_pause_cpu'])} ms); "
+        f"{rate:.1f} conv/s against {base:.1f} at x100 in one process; {spread['errors']} errors"
+    )
+    ok = spread["gc_max_pause"] <= 0.05 and rate >= base and not spread["errors"]
+    return f"| no GC spikes at x{level} over worker processes (pause <= 50 ms, throughput >= x100) | {text} | {_verdict(ok)} |"
 
 
 def _provider_targets(sc: dict[str, Any]) -> list[str]:

@@ -132,9 +132,16 @@ class Worker:
         return self._read()
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
+        self.send(op, **args)
+        return self.answer(op)
+
+    def send(self, op: str, **args: Any) -> None:
+        """Send a command without waiting (several workers then run at once); `answer` reads its reply."""
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
         self.proc.stdin.flush()
+
+    def answer(self, op: str) -> dict[str, Any]:
         answer = self._read()
         if not answer.get("ok", True):
             raise RuntimeError(f"{self.key}: {op} failed: {answer.get('error')} (log: {self.log.name})")
@@ -283,9 +290,46 @@ def run_gc_comparison(url: str, plan: Plan, log: Any) -> list[dict[str, Any]]:
                 row[label] = worker.call("load", model=model, concurrency=level, total=_load_total(level))
             finally:
                 worker.close()
+        if level > _PER_PROCESS:
+            row["spread"] = _spread_load(url, level, model)
         out.append(row)
         log(f"  gc.freeze comparison at {level} done")
     return out
+
+
+_PER_PROCESS = 100  # conversations per worker process in the spread variant
+
+
+def _spread_load(url: str, level: int, model: str) -> dict[str, Any]:
+    """The same load split over processes of 100 conversations each, the way worker processes
+    (`orchestrator worker`, docs/deployment.md) would hold it: a full collection walks one
+    process's heap, so its pause shrinks with the conversations each process holds."""
+    workers = [Worker("runtime", url, tag=f"_gc_spread{i}") for i in range(level // _PER_PROCESS)]
+    try:
+        for worker in workers:
+            worker.ready()
+        for worker in workers:  # warmed up like the single-process variants
+            worker.call("conv", scenario="a", model=model_name("a", chunks=50), repeat=3)
+            worker.call("load", model=model, concurrency=_PER_PROCESS, total=_PER_PROCESS)
+        total = _load_total(level) // len(workers)
+        start = time.perf_counter()
+        for worker in workers:
+            worker.send("load", model=model, concurrency=_PER_PROCESS, total=total)
+        answers = [worker.answer("load") for worker in workers]
+        wall = time.perf_counter() - start
+    finally:
+        for worker in workers:
+            worker.close()
+    return {
+        "processes": len(workers),
+        "wall": wall,
+        "total": total * len(workers),
+        "latencies": [lat for a in answers for lat in a["latencies"]],
+        "errors": sum(a["errors"] for a in answers),
+        "gc_full": sum(a["gc_full"] for a in answers),
+        "gc_max_pause": max(a["gc_max_pause"] for a in answers),
+        "gc_max_pause_cpu": max(a["gc_max_pause_cpu"] for a in answers),
+    }
 
 
 def _load_total(level: int) -> int:

@@ -44,16 +44,18 @@ class _GCWatch:
 
     def __init__(self) -> None:
         self.pauses: list[float] = []
-        self._start = 0.0
+        self.cpu: list[float] = []  # the collector's own CPU per pause (the wall pause adds waiting for a core)
+        self._start = self._start_cpu = 0.0
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start, self._start_cpu = time.perf_counter(), time.thread_time()
         else:
             self.pauses.append(time.perf_counter() - self._start)
+            self.cpu.append(time.thread_time() - self._start_cpu)
 
 
 def rss() -> int:
@@ -110,7 +112,7 @@ class Worker:
         wall, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(lane(n) for n in range(concurrency)))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        pauses = self.gc.pauses[pauses_before:]
+        pauses, pause_cpu = self.gc.pauses[pauses_before:], self.gc.cpu[pauses_before:]
         return {
             "wall": wall,
             "cpu": cpu,
@@ -119,6 +121,7 @@ class Worker:
             "first_error": errors[0] if errors else None,
             "gc_full": len(pauses),
             "gc_max_pause": max(pauses, default=0.0),
+            "gc_max_pause_cpu": max(pause_cpu, default=0.0),
             "gc_objects": len(gc.get_objects()),
         }
 

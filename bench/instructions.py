@@ -1,0 +1,141 @@
+"""Instructions per conversation, counted by valgrind (callgrind): a measure this noisy machine repeats.
+
+    .venv/bin/python bench/instructions.py [conversations]
+
+Wall and CPU times on 2 shared cores drift by more than the `stream: litellm` path's distance from
+a bare `acompletion` loop; the instructions a conversation executes (all threads, the collector
+included; the kernel and cache misses not) are the same run after run. Each contender runs in its
+own process under `valgrind --tool=callgrind`, warmed up with instrumentation off, then counted over
+`conversations` of scenario b (50-chunk answer) against the fake provider (its own process, not
+counted). Contenders: the bare `acompletion` loop; the same loop reading through the runtime's
+`ModelClient` (`stream: litellm`: the provider layer alone); the runtime with `stream: litellm`;
+and the runtime with its model replayed (its own work: storage, events, tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+_LABELS = {
+    "litellm": "bare litellm loop (acompletion, LiteLLM's stream)",
+    "client": "the same loop through ModelClient (stream: litellm)",
+    "runtime_litellm": "this runtime, OpenAI (stream: litellm)",
+    "replayed": "this runtime, model replayed (its own work only)",
+}
+_WARM_UP = 8
+
+
+def _client_loop(url: str) -> Any:
+    """The bare loop's shape with `ModelClient.stream` where the loop calls `acompletion`."""
+    from bench.contenders.loops import _Loop
+    from providers.client import ModelClient
+    from providers.config import config_from_dict
+    from providers.stream import TextDelta, ToolCallDelta
+
+    class ClientLoop(_Loop):
+        def __init__(self) -> None:
+            self._client: ModelClient | None = None
+
+        async def _step(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            if self._client is None:
+                provider = {"type": "openai", "base_url": f"{url}/v1", "api_key": "bench", "stream": "litellm"}
+                self._client = ModelClient(
+                    config_from_dict(
+                        {
+                            "providers": {"bench": provider},
+                            "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}}},
+                            "default_model": "bench",
+                        }
+                    )
+                )
+            text: list[str] = []
+            calls: dict[int, dict[str, Any]] = {}
+            async for item in self._client.stream("bench", messages, tools=tools):
+                if isinstance(item, TextDelta):
+                    text.append(item.text)
+                elif isinstance(item, ToolCallDelta):
+                    slot = calls.setdefault(item.index, {"id": item.id, "name": "", "parts": []})
+                    slot["name"] += item.name or ""
+                    slot["parts"].append(item.arguments)
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+            if calls:
+                message["tool_calls"] = [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": "".join(c["parts"])}}
+                    for _, c in sorted(calls.items())
+                ]
+            return message
+
+    return ClientLoop()
+
+
+async def _count(url: str, key: str, conversations: int) -> None:
+    """Runs inside valgrind: warm up, then switch instrumentation on for the counted conversations."""
+    from bench.contenders import make
+    from bench.fake_provider import model_name
+
+    model = model_name("b", chunks=50)
+    contender = _client_loop(url) if key == "client" else make("runtime_litellm" if key == "replayed" else key, url)
+    run = contender.own_conversation if key == "replayed" else contender.conversation
+    for _ in range(_WARM_UP):
+        await run("b", model)
+    _instrument("on")
+    for _ in range(conversations):
+        await run("b", model)
+    _instrument("off")
+
+
+def _instrument(state: str) -> None:
+    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+def _measure(url: str, key: str, conversations: int, folder: str) -> int:
+    out = f"{folder}/callgrind.{key}"
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        __file__,
+        "--count",
+        url,
+        key,
+        str(conversations),
+    ]
+    log = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stderr
+    found = re.search(r"Collected : (\d+)", log)
+    if found is None:
+        raise RuntimeError(f"{key}: callgrind reported no count:\n{log[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--count"]:
+        url, key, conversations = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        asyncio.run(_count(url, key, conversations))
+        return
+    from bench.run import fake_server
+
+    conversations = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    with fake_server() as url, tempfile.TemporaryDirectory() as folder:
+        counts = {key: _measure(url, key, conversations, folder) / conversations for key in _LABELS}
+    bare = counts["litellm"]
+    print(f"scenario b (3 steps, 3 tool calls, 50-chunk answer), {conversations} conversations each, after {_WARM_UP}")
+    print("| contender | million instructions per conversation | x bare loop |\n|---|---:|---:|")
+    for key, count in counts.items():
+        print(f"| {_LABELS[key]} | {count / 1e6:.1f} | x{count / bare:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
