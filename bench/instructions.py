@@ -71,7 +71,11 @@ def _client_loop(url: str) -> Any:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
             if calls:
                 message["tool_calls"] = [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": "".join(c["parts"])}}
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": "".join(c["parts"])},
+                    }
                     for _, c in sorted(calls.items())
                 ]
             return message

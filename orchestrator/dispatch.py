@@ -299,7 +299,9 @@ class Dispatcher:
 
     async def _store_results(self, done: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         hooks, state = self._services.hooks, self._step.state
-        ready = [(call, await hooks.transform("before_store_tool_result", state, result, call)) for call, result in done]
+        ready = [
+            (call, await hooks.transform("before_store_tool_result", state, result, call)) for call, result in done
+        ]
         messages = [self._result_message(call, result) for call, result in ready]
         stored = await self._services.store_messages(state, messages, event="tool_result")
         for call, result in ready:

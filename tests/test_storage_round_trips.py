@@ -81,7 +81,9 @@ async def test_tool_results_finished_together_are_stored_in_one_commit(make_runt
     ids = [c.id for w in writes for m in w.new_messages for c in m.tool_calls or ()]
     results = [w for w in writes if any(m.role == "tool" for m in w.new_messages)]
     assert len(results) == 1, "both results in one transaction"
-    assert [(m.tool_call_id, m.content) for m in results[0].new_messages] == list(zip(ids, ["noted 1", "noted 2"]))
+    assert [(m.tool_call_id, m.content) for m in results[0].new_messages] == list(
+        zip(ids, ["noted 1", "noted 2"], strict=True)
+    )
     assert seen == [("after", i) for i in ids]  # each call still gets its hook, in call order
     stored = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
     assert [m.tool_call_id for m in stored] == ids and stored[0].seq + 1 == stored[1].seq
