@@ -422,9 +422,11 @@ class PostgresStorage(Storage):
         c.check_ttl(ttl)
         async with self._connection() as conn, conn.transaction():
             lease = await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
-            thread = c.thread_from_row(await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id))
+            row = await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id)  # found by the lease above
             rows = await conn.fetch(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 ORDER BY seq", thread_id)
-        return ExecutionStart(lease, thread, [c.message_from_row(r) for r in rows])
+        if row is None:
+            raise c.thread_not_found(thread_id)
+        return ExecutionStart(lease, c.thread_from_row(row), [c.message_from_row(r) for r in rows])
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         c.check_ttl(ttl)
