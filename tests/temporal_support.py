@@ -6,6 +6,7 @@ that restarts the server starts its own with `DevServer`.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import shutil
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,8 +73,9 @@ class DevServer:
                     f"temporal dev server exited with {self._proc.returncode}: {self._log.read_text()[-2000:]}"
                 )
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
+                listening = sock.connect_ex(("127.0.0.1", self.port)) == 0
+            if listening and _frontend_ready(self.address):  # the port opens before the frontend is healthy
+                return self
             time.sleep(0.05)
         raise RuntimeError(f"temporal dev server not listening on {self.address} after {timeout}s")
 
@@ -91,6 +94,26 @@ class DevServer:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+
+
+def _frontend_ready(address: str) -> bool:
+    """A client connects (its `get_system_info` call answers); on its own thread, since `start`
+    may be called from a test's running event loop."""
+    from temporalio.client import Client
+
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            asyncio.run(Client.connect(address))
+            answered.append(True)
+        except Exception:
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(30)
+    return answered == [True]
 
 
 _shared: DevServer | None = None
