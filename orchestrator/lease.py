@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception_type,
     retry_if_not_exception_type,
     stop_after_attempt,
@@ -64,28 +65,36 @@ class LeaseKeeper:
                 await self._task
 
     async def _run(self) -> None:
-        retrying = AsyncRetrying(
-            retry=retry_if_exception_type(Exception) & retry_if_not_exception_type(StaleLeaseError),
-            stop=stop_after_attempt(_ATTEMPTS),
-            wait=wait_exponential(multiplier=self._ttl / 30, max=self._ttl / 6),
-            sleep=self._sleep,
-            before_sleep=lambda state: _log.warning(
-                "lease_renewal_failed",
-                thread_id=self.lease.thread_id,
-                attempt=state.attempt_number,
-                error=str(state.outcome.exception()) if state.outcome else None,
-            ),
-            reraise=True,
-        )
         while True:
             await self._sleep(self._ttl / 3)
             try:
-                async for attempt in retrying:
+                async for attempt in self._retrying():
                     with attempt:
                         self.lease = await self._storage.renew_lease(self.lease, self._ttl)
             except Exception as exc:  # refused, or failing for longer than the lease can wait
                 self._lose(f"lease lost: {type(exc).__name__}: {exc}")
                 return
+
+    def _retrying(self) -> AsyncRetrying:
+        """Built per renewal, not per execution: most executions end before their first renewal,
+        and a policy held for the whole execution is a dozen more objects in every full
+        collection while a thousand of them run."""
+        return AsyncRetrying(
+            retry=retry_if_exception_type(Exception) & retry_if_not_exception_type(StaleLeaseError),
+            stop=stop_after_attempt(_ATTEMPTS),
+            wait=wait_exponential(multiplier=self._ttl / 30, max=self._ttl / 6),
+            sleep=self._sleep,
+            before_sleep=self._log_failure,
+            reraise=True,
+        )
+
+    def _log_failure(self, state: RetryCallState) -> None:
+        _log.warning(
+            "lease_renewal_failed",
+            thread_id=self.lease.thread_id,
+            attempt=state.attempt_number,
+            error=str(state.outcome.exception()) if state.outcome else None,
+        )
 
     def _lose(self, reason: str) -> None:
         self.lost = reason

@@ -23,6 +23,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from . import anthropic_wire, gemini_wire, openai_wire, request_memo
 from .call_ids import CallIndex
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
+from .deadline import IdleDeadline
 from .failures import Failure, StreamCut, classify_error, retry_after, scrub
 from .finish import normalize_finish
 from .litellm_items import delta_items, ended_despite, tap_for
@@ -350,14 +351,13 @@ class ModelClient:
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
         chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
-        loop = asyncio.get_running_loop()
         try:
             source = chunks.__aiter__()
             # One deadline, moved per chunk (a wait_for per chunk costs a task each);
             # lifted while the consumer holds an item, so only the provider's gaps count.
-            async with asyncio.timeout(None) as deadline:
+            async with IdleDeadline(model.timeout) as deadline:
                 while True:
-                    deadline.reschedule(loop.time() + model.timeout)
+                    deadline.waiting()
                     try:
                         chunk = await source.__anext__()
                     except StopAsyncIteration:
@@ -366,7 +366,7 @@ class ModelClient:
                         if ended_despite(tally.tap, exc):
                             break
                         raise
-                    deadline.reschedule(None)
+                    deadline.holding()
                     for item in absorb(chunk):
                         yield item
         finally:

@@ -20,8 +20,9 @@ from orchestrator import Side, define_agent, define_prompt, tracing
 from providers.scripted import ScriptedResponse
 
 HELD = 100
-CEILING = 350  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
-# per-request retry policies were cut, 300 after (the floor of a bare openai SDK loop is about 95)
+CEILING = 300  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
+# per-request retry policies were cut, 303 after; 279 once the lease's retry policy was built per renewal and
+# the idle deadline stopped holding a timer handle per chunk (the floor of a bare openai SDK loop is about 95)
 
 
 def _defs() -> Any:

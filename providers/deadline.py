@@ -1,0 +1,77 @@
+"""A deadline on the gaps between a stream's chunks, moved per chunk for the price of a float store.
+
+A model's `timeout` bounds how long the provider may stay silent, so the deadline moves
+with every chunk, and it is lifted while the consumer holds an item (a hook running on
+`tool_call_started` is not the provider being slow). `asyncio.timeout(...).reschedule`
+does that by cancelling its timer handle and pushing a new one on the loop's heap: two
+handles per chunk, the largest cost the provider layer added to a stream. Here one timer
+is armed at a time; when it fires and finds the deadline moved on, it re-arms itself for
+the new one, so a stream of chunks arriving well within the timeout costs one handle per
+`timeout` of wall time instead of two per chunk.
+
+On expiry it behaves as `asyncio.timeout` does: the task is cancelled, and the
+cancellation becomes `TimeoutError` at the `async with` unless someone else also
+cancelled the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+__all__ = ["IdleDeadline"]
+
+
+class IdleDeadline:
+    """`async with IdleDeadline(timeout) as deadline:` then `deadline.waiting()` before each
+    read and `deadline.holding()` once a chunk arrived."""
+
+    __slots__ = ("_expired", "_expires", "_handle", "_loop", "_task", "_timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._expires: float | None = None  # None: lifted
+        self._expired = False
+        self._handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[object] | None = None
+
+    async def __aenter__(self) -> IdleDeadline:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        if self._task is None:
+            raise RuntimeError("IdleDeadline must be used inside a task")
+        return self
+
+    def waiting(self) -> None:
+        """The provider's silence counts from now."""
+        assert self._loop is not None, "IdleDeadline used outside `async with`"
+        self._expires = self._loop.time() + self._timeout
+        if self._handle is None:
+            self._handle = self._loop.call_at(self._expires, self._fire)
+
+    def holding(self) -> None:
+        """The consumer has an item: its time is not the provider's."""
+        self._expires = None
+
+    def _fire(self) -> None:
+        assert self._loop is not None and self._task is not None
+        self._handle = None
+        if self._expires is None:
+            return  # lifted; the next `waiting` arms a timer again
+        if self._loop.time() < self._expires:
+            self._handle = self._loop.call_at(self._expires, self._fire)
+            return
+        self._expired = True
+        self._task.cancel()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._expired:
+            assert self._task is not None
+            if self._task.uncancel() == 0 and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
