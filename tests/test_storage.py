@@ -320,6 +320,25 @@ async def test_event_log(storage: Storage) -> None:
     assert await storage.last_event_seq(other.id) == 1
 
 
+async def test_event_payloads_are_stored_as_their_json_form(storage: Storage) -> None:
+    """What a tool or hook puts in an event: models, datetimes, non-ASCII text, a secret-free nested
+    structure. Read back it is the JSON form `model_dump(mode="json")` gives, whichever encoder wrote it."""
+    import datetime
+
+    thread = await new_thread(storage)
+    data = {
+        "usage": Usage(requests=2, input_tokens=5),
+        "when": datetime.datetime(2026, 12, 1, 9, 30, tzinfo=datetime.UTC),
+        "text": 'naïve café ☕ "quoted" \\ line\nbreak',
+        "nested": [{"a": (1, 2)}, None, 1.5, True],
+    }
+    event = ev(thread.id, 1, "custom", data)
+    await storage.append_events([event])
+    [stored] = await storage.events_after(thread.id, 0)
+    assert stored.data == event.model_dump(mode="json")["data"]
+    assert stored.data["when"] == "2026-12-01T09:30:00Z" and stored.data["usage"]["input_tokens"] == 5
+
+
 async def test_duplicate_event_seq_writes_none_of_the_batch(storage: Storage) -> None:
     thread = await new_thread(storage)
     await storage.append_events([ev(thread.id, 1)])

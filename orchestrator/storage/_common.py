@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic_core import to_json
+
 from ..messages import Event, Message, ThreadRecord
 from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
 from .owners import owner_gone
@@ -62,9 +64,18 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _to_row(model: ThreadRecord | Message, columns: tuple[str, ...], json_fields: frozenset[str]) -> tuple[Any, ...]:
-    data = model.model_dump(mode="json")
-    return tuple((None if data[c] is None else dumps(data[c])) if c in json_fields else data[c] for c in columns)
+def event_data(event: Event) -> str:
+    """An event's payload as stored JSON: pydantic's own encoder, the way `model_dump(mode="json")` sees it
+    (models, datetimes, enums), in one pass instead of dumping the whole event and encoding it again
+    (a tenth of the cost, on every durable event)."""
+    return to_json(event.data).decode()
+
+
+def _row(data: dict[str, Any], columns: tuple[str, ...], json_fields: frozenset[str]) -> tuple[Any, ...]:
+    """`data` (a `model_dump(mode="json")`) as column values, JSON columns encoded by pydantic's encoder."""
+    return tuple(
+        (None if data[c] is None else to_json(data[c]).decode()) if c in json_fields else data[c] for c in columns
+    )
 
 
 def _from_row(row: Row, columns: tuple[str, ...], json_fields: frozenset[str]) -> dict[str, Any]:
@@ -76,7 +87,7 @@ def _from_row(row: Row, columns: tuple[str, ...], json_fields: frozenset[str]) -
 
 
 def thread_to_row(thread: ThreadRecord) -> tuple[Any, ...]:
-    return _to_row(thread, THREAD_COLUMNS, _THREAD_JSON)
+    return _row(thread.model_dump(mode="json"), THREAD_COLUMNS, _THREAD_JSON)
 
 
 def thread_from_row(row: Row) -> ThreadRecord:
@@ -90,10 +101,11 @@ _ANSWER_KEY = "_answer"
 
 
 def message_to_row(message: Message) -> tuple[Any, ...]:
-    answer = {k: v for k in _ANSWER_FIELDS if (v := getattr(message, k)) is not None}
+    data = message.model_dump(mode="json")  # dumped once; a copy of the message with the answer cost three times this
+    answer = {k: data[k] for k in _ANSWER_FIELDS if data[k] is not None}
     if answer:
-        message = message.model_copy(update={"metadata": {**message.metadata, _ANSWER_KEY: answer}})
-    return _to_row(message, MESSAGE_COLUMNS, _MESSAGE_JSON)
+        data["metadata"] = {**data["metadata"], _ANSWER_KEY: answer}
+    return _row(data, MESSAGE_COLUMNS, _MESSAGE_JSON)
 
 
 def message_from_row(row: Row) -> Message:

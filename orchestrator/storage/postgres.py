@@ -500,7 +500,7 @@ async def _insert_events(conn: Any, events: list[Event]) -> None:
                 e.thread_id,
                 e.seq,
                 e.type,
-                c.dumps(e.model_dump(mode="json")["data"]),
+                c.event_data(e),
                 e.at,
             )
         except asyncpg.UniqueViolationError as exc:

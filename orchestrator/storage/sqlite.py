@@ -429,7 +429,7 @@ def _add_events(conn: sqlite3.Connection, events: list[Event]) -> None:
         try:
             conn.execute(
                 "INSERT INTO events (thread_id, seq, type, data, at) VALUES (?, ?, ?, ?, ?)",
-                (e.thread_id, e.seq, e.type, c.dumps(e.model_dump(mode="json")["data"]), e.at),
+                (e.thread_id, e.seq, e.type, c.event_data(e), e.at),
             )
         except sqlite3.IntegrityError as exc:
             raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
