@@ -88,11 +88,10 @@ were 40% of what a full collection walks. A flat payload (a dict of plain values
 `text_delta`'s) is kept as a tuple of its items (`flat`), which the collector stops tracking."""
 
 
-def _to_ring(event: Event) -> _RingEntry:
-    data = event.data
-    if type(data) is dict and all(type(v) in _ATOMIC for v in data.values()):
-        return (event.seq, event.type, event.at, tuple(data.items()), True)
-    return (event.seq, event.type, event.at, data, False)
+def _to_ring(seq: int, type_: str, at: float, data: object) -> _RingEntry:
+    if type(data) is dict and _ATOMIC.issuperset(map(type, data.values())):
+        return (seq, type_, at, tuple(data.items()), True)
+    return (seq, type_, at, data, False)
 
 
 def _from_ring(thread_id: str, entry: _RingEntry) -> Event:
@@ -196,17 +195,9 @@ class EventBus:
         or with the caller's step when `defer` is set (see `take_pending`).
         A settling event (and whatever follows it) goes out once it is stored:
         when the bus writes it, or at the next `flush` after the caller's commit."""
-        ch = self._channels.get(thread_id)
-        if ch is None:
-            raise RuntimeError(f"event bus: thread {thread_id} is not attached")
-        if self._check is not None:
-            self._check(thread_id, type, data)
-        ch.seq += 1
-        redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
-        if redactor.active:
-            data = redactor.data(data)
+        ch, seq, data = self._numbered(thread_id, type, data)
         event = Event.model_construct(
-            thread_id=thread_id, seq=ch.seq, type=type, data=data, at=time.time()
+            thread_id=thread_id, seq=seq, type=type, data=data, at=time.time()
         )  # fields are ours: skip validation
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
@@ -218,8 +209,32 @@ class EventBus:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
 
+    def publish_delta(self, thread_id: str, type: str, data: dict[str, Any]) -> None:
+        """`publish` for a streamed delta (`EPHEMERAL_EVENTS`: never stored), the bus's commonest event:
+        with no subscriber, broker or held event to order it behind, it goes only to the ring (for a
+        subscriber that comes later), and no `Event` model is built for it."""
+        ch = self._channels.get(thread_id)
+        if ch is None or ch.held or ch.subscribers or self._broker is not None:
+            self.publish(thread_id, type, data)
+            return
+        ch, seq, data = self._numbered(thread_id, type, data)
+        ch.ring.append(_to_ring(seq, type, time.time(), data))
+
+    def _numbered(self, thread_id: str, type: str, data: Any) -> tuple[_Channel, int, Any]:
+        """The thread's channel, the event's number, and its payload with the thread's secrets redacted."""
+        ch = self._channels.get(thread_id)
+        if ch is None:
+            raise RuntimeError(f"event bus: thread {thread_id} is not attached")
+        if self._check is not None:
+            self._check(thread_id, type, data)
+        ch.seq += 1
+        redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
+        if redactor.active:
+            data = redactor.data(data)
+        return ch, ch.seq, data
+
     def _go_live(self, ch: _Channel, event: Event) -> None:
-        ch.ring.append(_to_ring(event))
+        ch.ring.append(_to_ring(event.seq, event.type, event.at, event.data))
         for queue in list(ch.subscribers):
             if not offer(queue, event):
                 ch.subscribers.discard(queue)

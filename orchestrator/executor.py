@@ -99,13 +99,22 @@ def _other(side: SideName) -> SideName:
     return "b" if side == "a" else "a"
 
 
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """What `execute` hands back: the result, and the thread record as the execution's last commit
+    stored it, so the caller need not read it back (a storage round trip per execution)."""
+
+    result: ExecutionResult
+    thread: ThreadRecord
+
+
 async def execute(
     services: Services,
     thread: ThreadRecord,
     *,
     person_message: str | None = None,
     on_start: Callable[[ThreadState], None] | None = None,
-) -> ExecutionResult:
+) -> Executed:
     """Run one execution of `thread` under its lease (one execution per thread).
 
     `on_start` runs once the execution holds the lease, before it writes anything."""
@@ -125,7 +134,7 @@ async def execute(
         if on_start is not None:
             on_start(state)
         result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
-        return result
+        return Executed(result, thread)
     finally:
         await keeper.stop()
         with contextlib.suppress(Exception):
@@ -310,9 +319,9 @@ class _Execution:
                     end.append(item)
                 else:
                     if isinstance(item, TextDelta):
-                        self._publish("text_delta", {"side": side, "depth": depth, "text": item.text})
+                        self._delta("text_delta", {"side": side, "depth": depth, "text": item.text})
                     elif isinstance(item, ReasoningDelta) and item.text:
-                        self._publish("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
+                        self._delta("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
                     for call in assembler.feed(item):
                         await self._fire_started(call, toolset, side, depth, fired)
             for call in assembler.finish():
@@ -497,7 +506,10 @@ class _Execution:
         )
 
     def _publish(self, kind: str, data: object) -> None:
-        self.services.bus.publish(self.thread.id, kind, data, defer=kind not in ("text_delta", "reasoning_delta"))
+        self.services.bus.publish(self.thread.id, kind, data, defer=True)
+
+    def _delta(self, kind: str, data: dict[str, object]) -> None:
+        self.services.bus.publish_delta(self.thread.id, kind, data)
 
     def _end(self, side: SideName, reason: str) -> None:
         if not self.snap.stopped:

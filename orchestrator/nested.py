@@ -144,9 +144,9 @@ async def _run_agent(
     run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
     try:
         if agent.type == "ai_human":
-            result = await execute(services, child, person_message=_opening_text(args))
+            done = await execute(services, child, person_message=_opening_text(args))
         else:
-            result = await execute(services, child)
+            done = await execute(services, child)
     except ExecutionFailed as exc:
         return ToolResult.fail(f"agent {child.agent_id!r} failed: {exc}")
-    return ToolResult.ok(result.output or "")
+    return ToolResult.ok(done.result.output or "")

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from .definitions import AgentDefinition, DefinitionError, MessageArgs
 from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
-from .executor import ExecutionFailed, ExecutionResult, execute
+from .executor import Executed, ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
 from .live import LiveExecutions, StartTicket
 from .logs import ensure_logging, register_secrets
@@ -343,12 +343,16 @@ class Thread:
             live.started(self.id, state.execution)  # applies a side forced at rest
             on_start(state.execution)
 
+        done: Executed | None = None
         try:
-            return await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
+            done = await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
         finally:
             if mine:
                 live.ended(self.id, mine[0])
-            self.record = await self._runtime.storage.get_thread(self.id)
+            if done is None:  # failed or cancelled: the record is what storage kept
+                self.record = await self._runtime.storage.get_thread(self.id)
+        self.record = done.thread
+        return done.result
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side` (after the current step, or at the next execution)."""

@@ -149,3 +149,41 @@ async def test_live_deltas_held_for_reconnecting_cost_the_collector_nothing(tmp_
         again = bus.subscribe(thread.id, after=990)
         assert (await anext(again)).data["text"] == "part 990 "
         await again.aclose()
+
+
+async def test_a_delta_nobody_hears_yet_is_still_there_for_who_comes_and_one_heard_is_heard_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`publish_delta` skips the `Event` model while no one listens (the bus's commonest event):
+    the ring still hands the delta, redacted, to a later subscriber, and a live subscriber gets each
+    one as it is published, in order with the events around it."""
+    from orchestrator import events as events_module
+
+    built: list[str] = []
+    real = events_module.Event.model_construct
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("type", "?"))
+        return real(*args, **kwargs)
+
+    async with SQLiteStorage(str(tmp_path / "delta.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        scopes = SecretScopes([])
+        scopes.add("sk-secret-123", thread.id)
+        bus = EventBus(storage, scopes)
+        await bus.attach(thread.id, new=True)
+        monkeypatch.setattr(events_module.Event, "model_construct", counting)
+
+        bus.publish_delta(thread.id, "text_delta", {"side": "a", "depth": 0, "text": "key sk-secret-123 "})
+        bus.publish_delta(thread.id, "text_delta", {"side": "a", "depth": 0, "text": "more"})
+        assert built == []  # nobody listening: no model built
+
+        late = bus.subscribe(thread.id, after=0)
+        got = [await anext(late) for _ in range(2)]
+        assert [e.seq for e in got] == [1, 2] and "sk-secret-123" not in got[0].data["text"]
+
+        bus.publish(thread.id, "noted", {"n": 1}, defer=True)
+        bus.publish_delta(thread.id, "text_delta", {"side": "a", "depth": 0, "text": "heard"})
+        live = [await anext(late) for _ in range(2)]
+        await late.aclose()
+        assert [(e.seq, e.type) for e in live] == [(3, "noted"), (4, "text_delta")] and live[1].data["text"] == "heard"

@@ -55,8 +55,11 @@ async def test_an_answer_costs_one_call_to_begin_and_three_commits(make_runtime:
     result = await thread.send("hi")
 
     assert result.output == "hello"
-    # the lease, the thread and its history in one call; the person's message, the answer, the end
-    assert calls == ["begin_execution", "commit", "commit", "commit", "release_lease", "get_thread"]
+    # the lease, the thread and its history in one call; the person's message, the answer, the end;
+    # the handle's record is the one the last commit stored, not read back
+    assert calls == ["begin_execution", "commit", "commit", "commit", "release_lease"]
+    assert thread.record == await rt.storage.get_thread(thread.id)
+    assert thread.record.status == "idle" and thread.record.execution is not None
     assert [[m.role for m in w.new_messages] for w in writes] == [["user"], ["assistant"], []]
     end = writes[-1]  # the turn's end and the execution's, stored together
     assert end.thread is not None and end.thread.status == "idle"

@@ -142,7 +142,7 @@ class ExecutionActivities:
             mine.append(self._started(given, judged, state))
 
         try:
-            result = await execute(services, thread, person_message=person, on_start=started)
+            result = (await execute(services, thread, person_message=person, on_start=started)).result
         except _ThreadMoved:
             return None
         except ExecutionFailed as exc:
