@@ -1,0 +1,92 @@
+"""What a full collection walks while 1,000 conversations are in flight, and what it costs.
+
+    .venv/bin/python bench/gc_census.py [conversations] [contender]
+
+One process (contender `runtime` by default: the OpenAI wire reader) runs scenario a with 50 ms
+provider latency against the fake provider, `conversations` at once, warmed up the way the gc
+phase of `python -m bench` warms its workers. Three seconds into the load it stops the loop and
+counts the tracked objects outside the frozen heap, the references the collector follows from
+them (`gc.get_referents`), which types hold those references, and which coroutines and closures
+are alive per conversation; then it times two full collections of that heap. The collector's cost
+follows the references more than the objects: compare `edges` with the collection time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+_NAMED = ("coroutine", "async_generator", "function")
+
+
+def _census(level: int) -> None:
+    objects = gc.get_objects()
+    edges = [len(gc.get_referents(o)) for o in objects]
+    by_type: collections.Counter[str] = collections.Counter()
+    by_name: collections.Counter[str] = collections.Counter()
+    for obj, count in zip(objects, edges, strict=True):
+        kind = type(obj).__qualname__
+        by_type[kind] += count
+        if kind in _NAMED:
+            by_name[f"{kind} {obj.__qualname__}"] += 1
+    print(f"tracked objects: {len(objects)} ({len(objects) / level:.0f} per conversation)")
+    print(f"references followed: {sum(edges)} ({sum(edges) / level:.0f} per conversation)")
+    print("\n| type | references per conversation |\n|---|---:|")
+    for kind, count in by_type.most_common(15):
+        print(f"| {kind} | {count / level:.1f} |")
+    print("\n| alive per conversation | count |\n|---|---:|")
+    for name, count in by_name.most_common(25):
+        print(f"| {name} | {count / level:.2f} |")
+    del objects
+    for _ in range(2):
+        cpu = time.thread_time()
+        gc.collect()
+        print(f"\nfull collection of that heap: {(time.thread_time() - cpu) * 1000:.1f} ms of collector CPU")
+
+
+async def _run(url: str, level: int, key: str) -> None:
+    from bench.contenders import make
+    from bench.fake_provider import model_name
+    from bench.worker import Worker
+
+    worker = Worker(make(key, url))
+    await worker.conv(scenario="a", model=model_name("a", chunks=50), repeat=3)
+    model = model_name("a", chunks=50, latency=50)
+    await worker.load(model=model, concurrency=100, total=100)
+    if key != "runtime":  # the runtime freezes its heap at open; freeze the others' the same way
+        gc.collect()
+        gc.freeze()
+
+    async def census() -> None:
+        await asyncio.sleep(3)
+        _census(level)
+
+    task = asyncio.create_task(census())
+    result = await worker.load(model=model, concurrency=level, total=2 * level)
+    await task
+    print(
+        f"\nload: {2 * level / result['wall']:.1f} conv/s, {result['gc_full']} full collections during it, "
+        f"longest {result['gc_max_pause'] * 1000:.1f} ms, errors {result['errors']}"
+    )
+
+
+def main() -> None:
+    from bench.run import fake_server
+
+    level = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    key = sys.argv[2] if len(sys.argv) > 2 else "runtime"
+    with fake_server() as url:
+        asyncio.run(_run(url, level, key))
+
+
+if __name__ == "__main__":
+    main()
