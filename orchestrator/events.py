@@ -195,7 +195,8 @@ class EventBus:
         or with the caller's step when `defer` is set (see `take_pending`).
         A settling event (and whatever follows it) goes out once it is stored:
         when the bus writes it, or at the next `flush` after the caller's commit."""
-        ch, seq, data = self._numbered(thread_id, type, data)
+        ch = self._channel(thread_id)
+        seq, data = self._numbered(ch, thread_id, type, data)
         event = Event.model_construct(
             thread_id=thread_id, seq=seq, type=type, data=data, at=time.time()
         )  # fields are ours: skip validation
@@ -213,25 +214,28 @@ class EventBus:
         """`publish` for a streamed delta (`EPHEMERAL_EVENTS`: never stored), the bus's commonest event:
         with no subscriber, broker or held event to order it behind, it goes only to the ring (for a
         subscriber that comes later), and no `Event` model is built for it."""
-        ch = self._channels.get(thread_id)
-        if ch is None or ch.held or ch.subscribers or self._broker is not None:
+        ch = self._channel(thread_id)
+        if ch.held or ch.subscribers or self._broker is not None:
             self.publish(thread_id, type, data)
             return
-        ch, seq, data = self._numbered(thread_id, type, data)
+        seq, data = self._numbered(ch, thread_id, type, data)
         ch.ring.append(_to_ring(seq, type, time.time(), data))
 
-    def _numbered(self, thread_id: str, type: str, data: Any) -> tuple[_Channel, int, Any]:
-        """The thread's channel, the event's number, and its payload with the thread's secrets redacted."""
+    def _channel(self, thread_id: str) -> _Channel:
         ch = self._channels.get(thread_id)
         if ch is None:
             raise RuntimeError(f"event bus: thread {thread_id} is not attached")
+        return ch
+
+    def _numbered(self, ch: _Channel, thread_id: str, type: str, data: Any) -> tuple[int, Any]:
+        """The event's number, and its payload with the thread's secrets redacted."""
         if self._check is not None:
             self._check(thread_id, type, data)
         ch.seq += 1
         redactor = self._redactor.for_thread(thread_id)  # this thread's secrets and global ones, no one else's
         if redactor.active:
             data = redactor.data(data)
-        return ch, ch.seq, data
+        return ch.seq, data
 
     def _go_live(self, ch: _Channel, event: Event) -> None:
         ch.ring.append(_to_ring(event.seq, event.type, event.at, event.data))
