@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from pydantic_core import from_json, to_json
 
 from .env import SecretScopes
 from .messages import Event
@@ -85,18 +86,20 @@ _RingEntry = tuple[int, str, float, object, bool]
 garbage collector three tracked objects (the model, its `__dict__`, its fields set) and a
 thread's ring holds every delta of the answer in flight, so at 1,000 conversations the rings
 were 40% of what a full collection walks. A flat payload (a dict of plain values, as
-`text_delta`'s) is kept as a tuple of its items (`flat`), which the collector stops tracking."""
+`text_delta`'s) is kept as its JSON bytes (`flat`): an entry holding only plain values is
+untracked at its first young collection, where a tuple of the payload's items stayed tracked
+until a full collection looked at it (its items were still tracked when the young pass came)."""
 
 
 def _to_ring(seq: int, type_: str, at: float, data: object) -> _RingEntry:
     if type(data) is dict and _ATOMIC.issuperset(map(type, data.values())):
-        return (seq, type_, at, tuple(data.items()), True)
+        return (seq, type_, at, to_json(data), True)
     return (seq, type_, at, data, False)
 
 
 def _from_ring(thread_id: str, entry: _RingEntry) -> Event:
     seq, type_, at, data, flat = entry
-    payload = dict(data) if flat else data  # type: ignore[call-overload]
+    payload = from_json(data) if flat else data  # type: ignore[arg-type]
     return Event.model_construct(thread_id=thread_id, seq=seq, type=type_, data=payload, at=at)
 
 

@@ -30,7 +30,6 @@ from .answers import answer_message, provider_family
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from .hooks import ToolCallStart
-from .lease import LeaseKeeper
 from .messages import (
     ExecutionSnapshot,
     Message,
@@ -121,7 +120,7 @@ async def execute(
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
-    keeper = LeaseKeeper(services.storage, start.lease, services.settings.lease_ttl, sleep=services.sleep).start()
+    keeper = services.heartbeat.keep(start.lease, services.settings.lease_ttl)
     try:
         services.bus.fence(thread.id, start.lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
@@ -136,7 +135,7 @@ async def execute(
         result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
         return Executed(result, thread)
     finally:
-        await keeper.stop()
+        await services.heartbeat.release(keeper)
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
         services.bus.fence(thread.id, None)
@@ -227,7 +226,7 @@ class _Execution:
         if save_thread:
             self.thread.status, self.thread.execution, self.thread.updated_at = "running", self.snap, time.time()
             thread = self.thread
-        await self.services.store_message(self.state, message, thread=thread)
+        await self.services.store_messages(self.state, [message], thread=thread)  # one coroutine fewer held
         self.snap.turn_count += 1
         self.snap.current_side = self.snap.forced_side or "a"
         self.snap.forced_side = None
@@ -282,7 +281,7 @@ class _Execution:
         assistant, end = await self.stream(side, prompt, info, toolset, messages, depth=0)
         self.count_step(side, end)
         self.thread.execution = self.snap
-        await self.services.store_message(self.state, assistant, thread=self.thread)
+        await self.services.store_messages(self.state, [assistant], thread=self.thread)
         self._log_step(side, info, end, started)
         await self.dispatch(side, toolset, assistant.tool_calls or [], depth=0)
         return _Outcome(called={c.name for c in assistant.tool_calls or []})

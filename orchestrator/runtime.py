@@ -27,6 +27,7 @@ from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
 from .executor import Executed, ExecutionFailed, ExecutionResult, execute
 from .hooks import Hooks
+from .lease import Heartbeat
 from .live import LiveExecutions, StartTicket
 from .logs import ensure_logging, register_secrets
 from .messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
@@ -131,6 +132,7 @@ class Runtime:
                     redactor=redactor,
                     runtime_env={k: EnvValue(name=k, value=v, type="text") for k, v in self.settings.env.items()},
                     owner=process_owner(),
+                    heartbeat=Heartbeat(self.storage),
                     mcp=_mcp_tools(self.config, redactor),
                 )
                 if self.settings.redis:

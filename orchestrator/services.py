@@ -7,14 +7,13 @@ nested calls can name its type without an import cycle through `runtime.py`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .env import SecretScopes
 from .events import EventBus
 from .hooks import Hooks
+from .lease import Heartbeat
 from .messages import EnvValue, Message, ThreadRecord
 from .settings import RuntimeSettings
 from .storage import StepWrite, Storage
@@ -42,10 +41,10 @@ class Services:
     redactor: SecretScopes  # which secrets are redacted where: `for_thread(id)`, `everywhere()`
     runtime_env: dict[str, EnvValue]
     owner: str  # this process's lease owner id
+    heartbeat: Heartbeat  # renews the leases of this process's executions
     # (prompt, model alias) -> its model and tools, built once per runtime (schemas cost milliseconds)
     toolsets: dict[tuple[str, str | None], tuple[ModelInfo, Toolset]] = field(default_factory=dict)
     mcp: McpTools | None = None  # the config's MCP servers, started on first use
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # the lease heartbeat's clock (tests pass a fake)
 
     async def store_message(
         self,

@@ -28,13 +28,18 @@ def _defs(tool: Any) -> Any:
 
 
 class _Clock:
-    """The heartbeat's clock: each interval or retry wait lasts until the test ticks."""
+    """The heartbeat's clock: an interval (ttl/3) lasts until the test ticks; a retry's wait
+    between failed renewals passes at once."""
 
     def __init__(self) -> None:
+        self.interval = 0.0  # the runtime's lease_ttl / 3, set once the runtime exists
         self._ticks: asyncio.Queue[None] = asyncio.Queue()
 
-    async def sleep(self, _: float) -> None:
-        await self._ticks.get()
+    async def sleep(self, seconds: float) -> None:
+        if seconds >= self.interval:
+            await self._ticks.get()
+        else:
+            await asyncio.sleep(0)
 
     def tick(self, n: int = 1) -> None:
         for _ in range(n):
@@ -65,12 +70,13 @@ async def test_failed_renewals_are_retried_and_the_execution_goes_on(make_runtim
     renewals: list[_Renewals] = []
 
     async def work(state: Any, args: Q) -> dict:
-        clock.tick(3)  # the interval, then a wait after each failure
+        clock.tick()  # one interval: a renewal, retried after each failure
         await renewals[0].succeeded.wait()
         return {"status": "success", "result": "worked"}
 
     rt, model = await make_runtime(_defs(work), [R(tool_calls=[C("work", {})]), R(text="done")])
-    rt.services.sleep = clock.sleep
+    rt.services.heartbeat.sleep = clock.sleep
+    clock.interval = rt.settings.lease_ttl / 3
     renewals.append(_Renewals(rt.storage, [StorageError("database is locked"), OSError("connection reset")]))
     rt.storage.renew_lease = renewals[0]  # type: ignore[method-assign]
     thread = await rt.create_thread("chat")
@@ -89,7 +95,7 @@ async def test_lost_lease_aborts_the_execution_at_once(make_runtime: Any, failur
     cancelled = asyncio.Event()
 
     async def work(state: Any, args: Q) -> dict:
-        clock.tick(10)  # more than the interval and every retry wait
+        clock.tick()  # one interval: a renewal, and its retries
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -98,7 +104,8 @@ async def test_lost_lease_aborts_the_execution_at_once(make_runtime: Any, failur
         return {}
 
     rt, model = await make_runtime(_defs(work), [R(tool_calls=[C("work", {})]), R(text="never")])
-    rt.services.sleep = clock.sleep
+    rt.services.heartbeat.sleep = clock.sleep
+    clock.interval = rt.settings.lease_ttl / 3
     renewals = _Renewals(rt.storage, list(failures))
     rt.storage.renew_lease = renewals  # type: ignore[method-assign]
     thread = await rt.create_thread("chat")
@@ -109,3 +116,46 @@ async def test_lost_lease_aborts_the_execution_at_once(make_runtime: Any, failur
     record = await rt.storage.get_thread(thread.id)
     assert record.status == "running"  # not settled by the lost execution: the next owner resumes it
     assert not any(e.type == "execution_stopped" for e in await rt.storage.events_after(thread.id, 0))
+
+
+async def test_one_heartbeat_renews_every_lease_the_process_holds(tmp_path: Any) -> None:
+    """A task sleeping per execution was about 50 references per conversation in every full
+    collection at 1,000 conversations: one task renews them all, only what is still kept, and is
+    gone when nothing is."""
+    from orchestrator.lease import Heartbeat
+    from orchestrator.messages import ThreadRecord
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    def beats() -> int:
+        return sum(t.get_name() == "lease-heartbeat" and not t.done() for t in asyncio.all_tasks())
+
+    clock = _Clock()
+    clock.interval = 10.0
+    async with SQLiteStorage(str(tmp_path / "leases.db")) as storage:
+        heartbeat = Heartbeat(storage, sleep=clock.sleep)
+        leases = []
+        for _ in range(3):
+            thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+            leases.append(await storage.acquire_lease(thread.id, "me", 30))
+        renewals = _Renewals(storage, [])
+        storage.renew_lease = renewals  # type: ignore[method-assign]
+        keepers = [heartbeat.keep(lease, 30) for lease in leases]
+        assert beats() == 1
+        await heartbeat.release(keepers[2])
+        clock.tick()
+
+        async def renewed() -> None:  # the renewals go through the storage thread
+            while any(k.lease is lease for k, lease in zip(keepers[:2], leases, strict=False)):
+                renewals.succeeded.clear()
+                await renewals.succeeded.wait()
+
+        await asyncio.wait_for(renewed(), 5)
+        assert [k.lease.expires_at > lease.expires_at for k, lease in zip(keepers, leases, strict=True)] == [
+            True,
+            True,
+            False,  # released before the beat: not renewed
+        ]
+        for keeper in keepers[:2]:
+            await heartbeat.release(keeper)
+        await asyncio.sleep(0)
+        assert beats() == 0

@@ -10,6 +10,7 @@ failing, and no transaction ever has to upgrade a read lock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import time
@@ -72,11 +73,12 @@ class SQLiteStorage(Storage):
 
     # -- plumbing --------------------------------------------------------------
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(conn, *args)` on the storage thread."""
+    def _run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run `fn(conn, *args)` on the storage thread: the future of its result (a plain function, so a
+        conversation waiting on storage holds no coroutine of it for the collector to walk)."""
         if self._conn is None or self._thread is None:
             raise StorageError(f"SQLite storage {self.path} is not open; call `await storage.open()` first")
-        return await self._thread.call(fn, self._conn, *args)
+        return self._thread.call(fn, self._conn, *args)
 
     async def open(self) -> None:
         if self._conn is not None:
