@@ -111,12 +111,13 @@ class StartTicket:
     """One announced start; settled exactly once: holding the lease, or given up
     (also when its coroutine is dropped without ever being awaited)."""
 
-    __slots__ = ("_live", "_thread_id", "_settled")
+    __slots__ = ("_finalizer", "_live", "_settled", "_thread_id")
 
     def __init__(self, live: LiveExecutions, thread_id: str) -> None:
         self._live = live
         self._thread_id = thread_id
         self._settled = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def settle(self, execution: ExecutionState | None) -> None:
         """The start holds the lease (`execution`: a stop kept for it applies now) or gave up (None)."""
@@ -124,6 +125,17 @@ class StartTicket:
             self._settled = True
             self._live._settle(self._thread_id, execution)
 
+    def given_up(self, _task: object) -> None:
+        """`settle(None)` as a task's done callback: the start ended before holding the lease."""
+        self.settle(None)
+
     def watch(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
-        weakref.finalize(coro, self.settle, None)
+        self._finalizer = weakref.finalize(coro, self.settle, None)
         return coro
+
+    def running(self) -> None:
+        """The watched coroutine runs: from here on it settles the ticket on every path itself, and a
+        finalizer kept for the whole execution is a dozen objects more in every full collection."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None

@@ -16,7 +16,7 @@ import asyncio
 import gc
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -299,6 +299,7 @@ class Thread:
         return await (await self._start(text, ticket))
 
     async def _start(self, text: str | None, ticket: StartTicket) -> asyncio.Task[ExecutionResult]:
+        ticket.running()
         try:
             self._check_kind(text)
             await self._runtime.open()
@@ -306,13 +307,8 @@ class Thread:
             ticket.settle(None)
             raise
         started = asyncio.Event()
-
-        def on_start(execution: ExecutionState) -> None:
-            ticket.settle(execution)
-            started.set()
-
-        task = asyncio.create_task(self._execute(text, on_start))
-        task.add_done_callback(lambda _: ticket.settle(None))  # refused or failed before holding the lease
+        task = asyncio.create_task(self._execute(text, _Started(self.id, self._runtime.live, ticket, started)))
+        task.add_done_callback(ticket.given_up)  # refused or failed before holding the lease
         self._runtime._tasks.add(task)
         task.add_done_callback(self._runtime._tasks.discard)
         waiter = asyncio.create_task(started.wait())
@@ -335,22 +331,13 @@ class Thread:
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise ValueError("send: text must be a non-empty string")
 
-    async def _execute(self, person_message: str | None, on_start: Callable[[ExecutionState], None]) -> ExecutionResult:
-        live = self._runtime.live
-        mine: list[ExecutionState] = []
-
-        def started(state: ThreadState) -> None:
-            assert state.execution is not None
-            mine.append(state.execution)
-            live.started(self.id, state.execution)  # applies a side forced at rest
-            on_start(state.execution)
-
+    async def _execute(self, person_message: str | None, started: _Started) -> ExecutionResult:
         done: Executed | None = None
         try:
             done = await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
         finally:
-            if mine:
-                live.ended(self.id, mine[0])
+            if started.execution is not None:
+                self._runtime.live.ended(self.id, started.execution)
             if done is None:  # failed or cancelled: the record is what storage kept
                 self.record = await self._runtime.storage.get_thread(self.id)
         self.record = done.thread
@@ -391,6 +378,30 @@ class Thread:
 
 
 _heap_frozen = False
+
+
+class _Started:
+    """`execute`'s `on_start` for one run, send or start: the execution holds the lease, so a stop
+    kept for it applies now and the starter waiting for it wakes. One slotted object where three
+    closures and their cells were, held by every execution for its whole length."""
+
+    __slots__ = ("_event", "_live", "_thread_id", "_ticket", "execution")
+
+    def __init__(self, thread_id: str, live: LiveExecutions, ticket: StartTicket, event: asyncio.Event) -> None:
+        self._thread_id = thread_id
+        self._live = live
+        self._ticket = ticket
+        self._event: asyncio.Event | None = event
+        self.execution: ExecutionState | None = None
+
+    def __call__(self, state: ThreadState) -> None:
+        assert state.execution is not None
+        self.execution = state.execution
+        self._live.started(self._thread_id, state.execution)  # applies a side forced at rest
+        self._ticket.settle(state.execution)
+        if self._event is not None:
+            self._event.set()
+            self._event = None  # the starter has what it waited for
 
 
 def _freeze_heap_once() -> None:

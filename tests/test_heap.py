@@ -20,9 +20,11 @@ from orchestrator import Side, define_agent, define_prompt, tracing
 from providers.scripted import ScriptedResponse
 
 HELD = 100
-CEILING = 300  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
+CEILING = 250  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
 # per-request retry policies were cut, 303 after; 279 once the lease's retry policy was built per renewal and
-# the idle deadline stopped holding a timer handle per chunk (the floor of a bare openai SDK loop is about 95)
+# the idle deadline stopped holding a timer handle per chunk; 231 with one lease heartbeat per runtime, ring
+# payloads as bytes, the retry loop built at a failure and one slotted on_start for three closures (the floor
+# of a bare openai SDK loop is about 95)
 
 
 def _defs() -> Any:
