@@ -75,7 +75,8 @@ async def _run(url: str, level: int, key: str) -> None:
     await task
     print(
         f"\nload: {2 * level / result['wall']:.1f} conv/s, {result['gc_full']} full collections during it, "
-        f"longest {result['gc_max_pause'] * 1000:.1f} ms, errors {result['errors']}"
+        f"longest {result['gc_max_pause'] * 1000:.1f} ms (collector CPU {result['gc_max_pause_cpu'] * 1000:.1f} ms), "
+        f"errors {result['errors']}"
     )
 
 
