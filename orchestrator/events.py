@@ -35,7 +35,7 @@ import asyncio
 import itertools
 import os
 import time
-from collections import deque
+from array import array
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
-_ATOMIC = frozenset({str, int, float, bool, type(None)})
 SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
 _log = structlog.get_logger("orchestrator.events")
 
@@ -81,26 +80,40 @@ def offer(queue: asyncio.Queue[Event | None], event: Event) -> bool:
         return False
 
 
-_RingEntry = tuple[int, str, float, object, bool]
-"""(seq, type, at, data, flat): a live event as the ring keeps it. An `Event` costs the
-garbage collector three tracked objects (the model, its `__dict__`, its fields set) and a
-thread's ring holds every delta of the answer in flight, so at 1,000 conversations the rings
-were 40% of what a full collection walks. A flat payload (a dict of plain values, as
-`text_delta`'s) is kept as its JSON bytes (`flat`): an entry holding only plain values is
-untracked at its first young collection, where a tuple of the payload's items stayed tracked
-until a full collection looked at it (its items were still tracked when the young pass came)."""
+class _Ring:
+    """The last `_RING_SIZE` live events of one thread, for a subscriber that comes (back) mid-answer.
 
+    Kept as JSON in one bytearray, which the garbage collector does not track: a deque of entries
+    held one reference per delta that every full collection followed (26 per conversation at 1,000
+    in flight), and an `Event` per delta was three tracked objects. A payload comes back the way
+    JSON gives it, as a stored event's does."""
 
-def _to_ring(seq: int, type_: str, at: float, data: object) -> _RingEntry:
-    if type(data) is dict and _ATOMIC.issuperset(map(type, data.values())):
-        return (seq, type_, at, to_json(data), True)
-    return (seq, type_, at, data, False)
+    __slots__ = ("_journal", "_starts")
 
+    def __init__(self) -> None:
+        self._journal = bytearray()
+        self._starts = array("q")  # where each entry begins in the journal, oldest first
 
-def _from_ring(thread_id: str, entry: _RingEntry) -> Event:
-    seq, type_, at, data, flat = entry
-    payload = from_json(data) if flat else data  # type: ignore[arg-type]
-    return Event.model_construct(thread_id=thread_id, seq=seq, type=type_, data=payload, at=at)
+    def append(self, seq: int, type_: str, at: float, data: object) -> None:
+        if len(self._starts) >= 2 * _RING_SIZE:  # the older half goes at once: O(1) per entry on average
+            cut = self._starts[-_RING_SIZE]
+            del self._journal[:cut]
+            self._starts = array("q", [start - cut for start in self._starts[-_RING_SIZE:]])
+        self._starts.append(len(self._journal))
+        self._journal += to_json((seq, type_, at, data), fallback=str)
+
+    def after(self, thread_id: str, after: int) -> list[Event]:
+        """The kept events numbered above `after`, oldest first."""
+        events: list[Event] = []
+        end = len(self._journal)
+        for begin in reversed(self._starts[-_RING_SIZE:]):
+            seq, type_, at, data = from_json(self._journal[begin:end])
+            if seq <= after:
+                break
+            events.append(Event.model_construct(thread_id=thread_id, seq=seq, type=type_, data=data, at=at))
+            end = begin
+        events.reverse()
+        return events
 
 
 class _Channel:
@@ -108,7 +121,7 @@ class _Channel:
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
-        self.ring: deque[_RingEntry] = deque(maxlen=_RING_SIZE)
+        self.ring = _Ring()
         self.subscribers: set[asyncio.Queue[Event | None]] = set()
         self.pending: list[Event] = []  # durable events not yet written
         self.flushing: asyncio.Task[None] | None = None
@@ -222,7 +235,7 @@ class EventBus:
             self.publish(thread_id, type, data)
             return
         seq, data = self._numbered(ch, thread_id, type, data)
-        ch.ring.append(_to_ring(seq, type, time.time(), data))
+        ch.ring.append(seq, type, time.time(), data)
 
     def _channel(self, thread_id: str) -> _Channel:
         ch = self._channels.get(thread_id)
@@ -241,7 +254,7 @@ class EventBus:
         return ch.seq, data
 
     def _go_live(self, ch: _Channel, event: Event) -> None:
-        ch.ring.append(_to_ring(event.seq, event.type, event.at, event.data))
+        ch.ring.append(event.seq, event.type, event.at, event.data)
         for queue in list(ch.subscribers):
             if not offer(queue, event):
                 ch.subscribers.discard(queue)
@@ -387,7 +400,7 @@ class EventBus:
 
     async def _backlog(self, thread_id: str, after: int) -> list[Event]:
         ch = self._channels[thread_id]
-        ring_now = [_from_ring(thread_id, entry) for entry in ch.ring if entry[0] > after]
+        ring_now = ch.ring.after(thread_id, after)
         held_from = ch.held[0].seq if ch.held else None  # not live yet: the queue gets those in order
         pending_now = [e for e in ch.pending if held_from is None or e.seq < held_from]
         stored = await self._storage.events_after(thread_id, after)

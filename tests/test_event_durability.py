@@ -124,18 +124,24 @@ async def test_events_another_process_already_stored_are_not_written_again(tmp_p
 
 async def test_live_deltas_held_for_reconnecting_cost_the_collector_nothing(tmp_path: Path) -> None:
     """At 1,000 conversations in flight the rings of deltas were 40% of what every full
-    collection walked (three tracked objects per delta); a reconnecting reader still gets
-    each delta back whole, in order, and mutating one it got changes nothing kept."""
+    collection walked (three tracked objects per delta), then still a reference per delta; a
+    reconnecting reader still gets each delta back whole, in order, and mutating one it got
+    changes nothing kept."""
+
+    def followed() -> int:  # what a full collection walks: references from every tracked object
+        return sum(len(gc.get_referents(o)) for o in gc.get_objects())
+
     async with SQLiteStorage(str(tmp_path / "ring.db")) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
         bus = EventBus(storage, SecretScopes([]))
         await bus.attach(thread.id, new=True)
         gc.collect()
-        before = len(gc.get_objects())
+        objects, references = len(gc.get_objects()), followed()
         for i in range(1000):
             bus.publish(thread.id, "text_delta", {"side": "a", "depth": 0, "text": f"part {i} "})
         gc.collect(0)  # one young collection: entries the load's own young collections have not seen yet
-        assert len(gc.get_objects()) - before < 100  # none waits for a full collection to be untracked
+        assert len(gc.get_objects()) - objects < 100  # none waits for a full collection to be untracked
+        assert followed() - references < 200  # and nothing holds a reference per delta
 
         bus.publish(thread.id, "noted", {"call": {"id": "c1"}, "parts": [1, 2]})  # nested: kept as given
         reader = bus.subscribe(thread.id, after=990)
@@ -186,3 +192,19 @@ async def test_a_delta_nobody_hears_yet_is_still_there_for_who_comes_and_one_hea
         live = [await anext(late) for _ in range(2)]
         await late.aclose()
         assert [(e.seq, e.type) for e in live] == [(3, "noted"), (4, "text_delta")] and live[1].data["text"] == "heard"
+
+
+async def test_the_ring_keeps_the_last_2048_live_events_in_order(tmp_path: Path) -> None:
+    """Bounded whatever the answer's length; a reader coming back gets the newest 2048, in order,
+    with payloads as JSON gives them (as from the log)."""
+    async with SQLiteStorage(str(tmp_path / "bound.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, SecretScopes([]))
+        await bus.attach(thread.id, new=True)
+        for i in range(5000):
+            bus.publish(thread.id, "text_delta", {"side": "a", "depth": 0, "text": f'é{i}\n"q"'})
+        reader = bus.subscribe(thread.id, after=0)
+        got = [await anext(reader) for _ in range(2048)]
+        await reader.aclose()
+        assert [e.seq for e in got] == list(range(2953, 5001))
+        assert got[-1].data == {"side": "a", "depth": 0, "text": 'é4999\n"q"'}
