@@ -76,12 +76,16 @@ class Heartbeat:
         self._storage = storage
         self._keepers: set[LeaseKeeper] = set()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def keep(self, lease: Lease, ttl: float) -> LeaseKeeper:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a runtime used from a new event loop: what the old one kept died with it
+            self._loop, self._keepers, self._task = loop, set(), None
         keeper = LeaseKeeper(lease, ttl)
         self._keepers.add(keeper)
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._beat(), name="lease-heartbeat")
+        if self._task is None or self._task.done():  # none yet, or cancelled from outside (a loop's shutdown)
+            self._task = loop.create_task(self._beat(), name="lease-heartbeat")
         return keeper
 
     async def release(self, keeper: LeaseKeeper) -> None:

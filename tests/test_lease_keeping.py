@@ -159,3 +159,48 @@ async def test_one_heartbeat_renews_every_lease_the_process_holds(tmp_path: Any)
             await heartbeat.release(keeper)
         await asyncio.sleep(0)
         assert beats() == 0
+
+
+def test_a_runtime_used_from_a_new_event_loop_renews_only_what_that_loop_keeps(tmp_path: Any) -> None:
+    """An execution whose loop closed under it never released its lease: the next loop must not
+    renew that lease for ever (the thread would stay locked), and must renew its own."""
+    from orchestrator.lease import Heartbeat
+    from orchestrator.messages import ThreadRecord
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    storage = SQLiteStorage(str(tmp_path / "loops.db"))
+    first = _Clock()
+    first.interval = 10.0
+    heartbeat = Heartbeat(storage, sleep=first.sleep)
+
+    async def keep_one() -> Any:
+        await storage.open()
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        return heartbeat.keep(await storage.acquire_lease(thread.id, "me", 30), 30)
+
+    abandoned = asyncio.run(keep_one())  # its loop ends with the lease kept
+    renewals: list[str] = []
+
+    async def second_loop() -> None:
+        kept = await keep_one()
+        renew = storage.renew_lease
+
+        async def counting(lease: Any, ttl: float) -> Any:
+            renewals.append(lease.thread_id)
+            return await renew(lease, ttl)
+
+        storage.renew_lease = counting  # type: ignore[method-assign]
+        clock = _Clock()  # a queue of this loop's
+        clock.interval = 10.0
+        heartbeat.sleep = clock.sleep
+        clock.tick()
+        for _ in range(100):
+            if renewals:
+                break
+            await asyncio.sleep(0)
+        await heartbeat.release(kept)
+        assert renewals == [kept.lease.thread_id]
+        await storage.close()
+
+    asyncio.run(second_loop())
+    assert abandoned.lease.thread_id not in renewals
