@@ -1,8 +1,8 @@
 """What a conversation in flight holds for the garbage collector.
 
-A full collection walks every tracked object of every conversation in flight, so at
-1,000 of them its pause is the number below times 1,000 times about 1 us (the
-collector's cost per object on this machine class, see docs/performance.md). The
+A full collection walks every tracked object of every conversation in flight and follows
+their references, so at 1,000 of them its pause grows with the references below times
+1,000, at about 0.1 us each on this machine class (docs/performance.md). The
 conversations here are held mid-answer by a scripted stream that stops sending
 (OpenAI-wire SSE through respx, read by the runtime's wire reader), with 40 text
 deltas already streamed: the point where a thread's state is largest.
@@ -25,6 +25,8 @@ CEILING = 250  # tracked objects per conversation in flight: 479 before the ring
 # the idle deadline stopped holding a timer handle per chunk; 231 with one lease heartbeat per runtime, ring
 # payloads as bytes, the retry loop built at a failure and one slotted on_start for three closures (the floor
 # of a bare openai SDK loop is about 95)
+REFERENCES = 1250  # references a full collection follows per conversation in flight: 1,363 before one lease
+# heartbeat per runtime, the ring as a journal and the retry loop built at a failure, 1,131 after
 
 
 def _defs() -> Any:
@@ -44,7 +46,7 @@ async def test_a_conversation_in_flight_holds_few_objects_for_the_collector(
     threads = [await rt.create_thread("chat") for _ in range(HELD)]
     for _ in range(3):
         gc.collect()
-    before = len(gc.get_objects())
+    before, followed = len(gc.get_objects()), _references()
     sends = [asyncio.create_task(t.send("hello")) for t in threads]
     for _ in range(1000):  # until every request is in (storage works on its own thread)
         if len(model.requests) == HELD:
@@ -55,8 +57,16 @@ async def test_a_conversation_in_flight_holds_few_objects_for_the_collector(
     for _ in range(3):
         gc.collect()
     per_conversation = (len(gc.get_objects()) - before) / HELD
+    references = (_references() - followed) / HELD
     assert all(t.execution is not None and not s.done() for t, s in zip(threads, sends, strict=True))
     for task in sends:
         task.cancel()
     await asyncio.gather(*sends, return_exceptions=True)
     assert per_conversation < CEILING, f"{per_conversation:.0f} tracked objects per conversation in flight"
+    assert references < REFERENCES, f"{references:.0f} references per conversation in flight"
+
+
+def _references() -> int:
+    """What a full collection follows: the references from every tracked object (its cost goes with
+    these more than with the objects: docs/performance.md)."""
+    return sum(len(gc.get_referents(o)) for o in gc.get_objects())
