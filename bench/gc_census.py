@@ -6,9 +6,10 @@ One process (contender `runtime` by default: the OpenAI wire reader) runs scenar
 provider latency against the fake provider, `conversations` at once, warmed up the way the gc
 phase of `python -m bench` warms its workers. Three seconds into the load it stops the loop and
 counts the tracked objects outside the frozen heap, the references the collector follows from
-them (`gc.get_referents`), which types hold those references, and which coroutines and closures
-are alive per conversation; then it times two full collections of that heap. The collector's cost
-follows the references more than the objects: compare `edges` with the collection time.
+them (`gc.get_referents`), which types hold those references (a container by its holder: "dict of
+Message" is a model's `__dict__`), and which coroutines and closures are alive per conversation;
+then it times two full collections of that heap. The collector's cost follows the references more
+than the objects: compare the references followed with the collection time.
 """
 
 from __future__ import annotations
@@ -28,20 +29,30 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 _NAMED = ("coroutine", "async_generator", "function")
 
 
+_CONTAINERS = (dict, set, list, tuple)
+
+
 def _census(level: int) -> None:
     objects = gc.get_objects()
-    edges = [len(gc.get_referents(o)) for o in objects]
+    referents = [gc.get_referents(o) for o in objects]
+    edges = [len(r) for r in referents]
+    owner: dict[int, str] = {}  # a container's first holder: a model's `__dict__` reads "dict of Message"
+    for obj, refs in zip(objects, referents, strict=True):
+        for ref in refs:
+            if type(ref) in _CONTAINERS and id(ref) not in owner:
+                owner[id(ref)] = type(obj).__qualname__
+    del referents
     by_type: collections.Counter[str] = collections.Counter()
     by_name: collections.Counter[str] = collections.Counter()
     for obj, count in zip(objects, edges, strict=True):
         kind = type(obj).__qualname__
-        by_type[kind] += count
+        by_type[f"{kind} of {owner.get(id(obj), '?')}" if type(obj) in _CONTAINERS else kind] += count
         if kind in _NAMED:
             by_name[f"{kind} {obj.__qualname__}"] += 1
     print(f"tracked objects: {len(objects)} ({len(objects) / level:.0f} per conversation)")
     print(f"references followed: {sum(edges)} ({sum(edges) / level:.0f} per conversation)")
     print("\n| type | references per conversation |\n|---|---:|")
-    for kind, count in by_type.most_common(15):
+    for kind, count in by_type.most_common(25):
         print(f"| {kind} | {count / level:.1f} |")
     print("\n| alive per conversation | count |\n|---|---:|")
     for name, count in by_name.most_common(25):
