@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
+_EVERY_FIELD = set(Event.model_fields)
+"""The fields set of every `Event` the bus builds: all of them are given, so one shared set says what a set
+per event would (pydantic adds a field's name on assignment, already there), and the events waiting for
+their commit hold no set of their own for the collector to walk."""
 SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
 _log = structlog.get_logger("orchestrator.events")
 
@@ -110,7 +114,9 @@ class _Ring:
             seq, type_, at, data = from_json(self._journal[begin:end])
             if seq <= after:
                 break
-            events.append(Event.model_construct(thread_id=thread_id, seq=seq, type=type_, data=data, at=at))
+            events.append(
+                Event.model_construct(_EVERY_FIELD, thread_id=thread_id, seq=seq, type=type_, data=data, at=at)
+            )
             end = begin
         events.reverse()
         return events
@@ -214,7 +220,7 @@ class EventBus:
         ch = self._channel(thread_id)
         seq, data = self._numbered(ch, thread_id, type, data)
         event = Event.model_construct(
-            thread_id=thread_id, seq=seq, type=type, data=data, at=time.time()
+            _EVERY_FIELD, thread_id=thread_id, seq=seq, type=type, data=data, at=time.time()
         )  # fields are ours: skip validation
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
