@@ -191,7 +191,7 @@ def define_tool(
     if args is not None:
         if not (isinstance(args, type) and issubclass(args, BaseModel)):
             raise DefinitionError(f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}")
-        from .schema import check_args_model
+        from .arg_types import check_args_model
 
         check_args_model(args)  # raises SchemaError (a DefinitionError) naming the field path
     if execution_mode not in ("local", "provider"):
@@ -235,7 +235,7 @@ def define_prompt(
     if not isinstance(tool_description, str) or not tool_description.strip():
         raise DefinitionError("define_prompt: 'tool_description' is required (every prompt is callable as a tool)")
     if args is not None:
-        from .schema import check_args_model
+        from .arg_types import check_args_model
 
         check_args_model(args)
     return PromptDefinition(
@@ -270,7 +270,7 @@ def define_agent(
     if expose_as_tool and not tool_description:
         raise DefinitionError("define_agent: expose_as_tool=True requires 'tool_description'")
     if args is not None:
-        from .schema import check_args_model
+        from .arg_types import check_args_model
 
         check_args_model(args)
     return AgentDefinition(
@@ -335,7 +335,7 @@ def _check_progress_argument(name: str | None, args: type[BaseModel] | None) -> 
         raise DefinitionError(
             f"define_tool: progress_argument {name!r} must name a top-level argument (known: {known})"
         )
-    from .schema import is_plain_string_field
+    from .arg_types import is_plain_string_field
 
     if not is_plain_string_field(args.model_fields[name]):
         raise DefinitionError(

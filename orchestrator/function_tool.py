@@ -23,8 +23,8 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from .arg_types import SchemaError, check_args_model
 from .definitions import DefinitionError
-from .schema import SchemaError, check_args_model
 
 if TYPE_CHECKING:
     from .state import ThreadState

@@ -1,6 +1,7 @@
 """Pydantic argument models -> JSON schemas for tools, in each provider's dialect.
 
-Two jobs live here, both about the shape of a tool's arguments:
+Two jobs, both about the shape of a tool's arguments (the first in `arg_types.py`,
+re-exported here):
 
 1. `check_args_model` refuses, when a tool is *defined*, any argument type a
    model provider cannot take, so the mistake surfaces at import (and in
@@ -49,18 +50,15 @@ Two jobs live here, both about the shape of a tool's arguments:
 from __future__ import annotations
 
 import copy
-import datetime as _dt
-import enum
 import json
 import types
 import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, JsonValue, RootModel, TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .definitions import DefinitionError
+from .arg_types import MAX_DEPTH, SchemaError, check_args_model, is_plain_string_field, join_path
 
 # One JSON schema node. Its values are whatever JSON holds (nested nodes, lists, enum values), so they stay `Any`.
 JsonSchema = dict[str, Any]
@@ -81,131 +79,6 @@ __all__ = [
 ]
 
 DIALECTS: tuple[str, ...] = ("openai", "anthropic", "gemini")
-MAX_DEPTH = 7
-
-_SUPPORTED = (
-    "supported: str, int, float, bool, Literal, Enum, list[T], dict[str, T], "
-    "a BaseModel, unions and Optional; Any, JsonValue, dict[str, Any] and list[Any] for free-form JSON"
-)
-
-
-class SchemaError(DefinitionError):
-    """An argument model uses a type models cannot take; names the dotted path."""
-
-
-# --------------------------------------------------------------------------
-# the supported-type check (on annotations, before any schema exists)
-# --------------------------------------------------------------------------
-
-
-def check_args_model(model: type[BaseModel]) -> None:
-    """Refuse an args model whose fields a provider cannot take. See the module doc."""
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise SchemaError(f"args must be a pydantic BaseModel subclass, got {model!r}")
-    if issubclass(model, RootModel):
-        raise SchemaError(f"{model.__name__}: args must be an object model, not a RootModel")
-    _check_model(model, path="", level=1, stack=())
-    try:
-        model.model_json_schema()
-    except Exception as exc:  # e.g. a default pydantic cannot serialise
-        raise SchemaError(f"{model.__name__}: cannot build a JSON schema: {exc}") from exc
-
-
-def is_plain_string_field(field: FieldInfo) -> bool:
-    """True for a field typed exactly `str`: what a progress argument must be."""
-    return field.annotation is str
-
-
-def _check_model(model: type[BaseModel], *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    if model in stack:
-        raise _refuse(stack[0], path, f"recursive model {model.__name__!r} is not supported")
-    if level > MAX_DEPTH:
-        raise _refuse(stack[0], path, f"nesting of {level} levels exceeds the maximum of {MAX_DEPTH}")
-    stack = (*stack, model)
-    for name, field in model.model_fields.items():
-        _check_type(field.annotation, path=_join(path, name), level=level, stack=stack)
-
-
-def _check_type(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    """Walk one annotation. `level` is the level of the object holding the field."""
-    origin = get_origin(tp)
-    if origin is typing.Annotated:
-        return _check_type(get_args(tp)[0], path=path, level=level, stack=stack)
-    if tp in (str, int, float, bool, type(None)) or tp is Any or tp is JsonValue:
-        return None
-    if origin in (Union, types.UnionType):
-        for member in get_args(tp):
-            _check_type(member, path=path, level=level, stack=stack)
-        return None
-    if origin is Literal:
-        return _check_literal(tp, path=path, stack=stack)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _check_enum(tp, path=path, stack=stack)
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return _check_model(tp, path=path, level=level + 1, stack=stack)
-    if origin is list or tp is list:
-        return _check_container(tp, path=path, level=level, stack=stack)
-    if origin is dict or tp is dict:
-        return _check_record(tp, path=path, level=level, stack=stack)
-    raise _refuse(stack[0], path, _reason(tp))
-
-
-def _check_container(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    args = get_args(tp) or (Any,)  # a bare `list` holds any JSON values
-    if level + 1 > MAX_DEPTH:
-        raise _refuse(stack[0], path, f"nesting of {level + 1} levels exceeds the maximum of {MAX_DEPTH}")
-    _check_type(args[0], path=f"{path}[]", level=level + 1, stack=stack)
-
-
-def _check_record(tp: Any, *, path: str, level: int, stack: tuple[type, ...]) -> None:
-    args = get_args(tp) or (str, Any)  # a bare `dict` is any JSON object
-    if args[0] is not str:
-        raise _refuse(stack[0], path, f"a record's keys must be str, got {_type_name(args[0])}")
-    if level + 1 > MAX_DEPTH:
-        raise _refuse(stack[0], path, f"nesting of {level + 1} levels exceeds the maximum of {MAX_DEPTH}")
-    _check_type(args[1], path=f"{path}[]", level=level + 1, stack=stack)
-
-
-def _check_literal(tp: Any, *, path: str, stack: tuple[type, ...]) -> None:
-    for value in get_args(tp):
-        if value is not None and not isinstance(value, (str, int, float, bool)):
-            raise _refuse(stack[0], path, f"Literal value {value!r} is not a JSON value")
-
-
-def _check_enum(tp: type[enum.Enum], *, path: str, stack: tuple[type, ...]) -> None:
-    for member in tp:
-        if not isinstance(member.value, (str, int)) or isinstance(member.value, bool):
-            raise _refuse(stack[0], path, f"enum {tp.__name__} has a non-str/int value {member.value!r}")
-
-
-def _reason(tp: Any) -> str:
-    origin = get_origin(tp) or tp
-    if tp in (bytes, bytearray):
-        return "bytes is not supported: models send text (use str, e.g. base64)"
-    if tp in (_dt.datetime, _dt.date, _dt.time, _dt.timedelta):
-        return (
-            f"{tp.__name__} is not supported: declare a str with "
-            'Field(json_schema_extra={"format": "date-time"}) and parse it in execute'
-        )
-    if origin in (set, frozenset) or tp in (set, frozenset):
-        return "a set is not supported: use list[T]"
-    if origin is tuple or tp is tuple:
-        return "a tuple is not supported: use list[T]"
-    return f"{_type_name(tp)} is not a supported type ({_SUPPORTED})"
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or repr(tp)
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
-def _refuse(root: type, path: str, reason: str) -> SchemaError:
-    return SchemaError(f"{_join(root.__name__, path)}: {reason}")
-
-
 # --------------------------------------------------------------------------
 # the generator: one schema, then a dialect pass
 # --------------------------------------------------------------------------
@@ -266,7 +139,7 @@ def strict_notes(schema: JsonSchema, path: str = "") -> list[str]:
         else:
             notes.append(f"{where}: a free-form object (dict[str, Any]) has keys strict mode cannot name")
     for name, sub in schema.get("properties", {}).items():
-        notes += strict_notes(sub, _join(path, name))
+        notes += strict_notes(sub, join_path(path, name))
     for sub in schema.get("anyOf", []):
         notes += strict_notes(sub, path)
     if isinstance(schema.get("items"), dict):
@@ -489,7 +362,7 @@ def _openai_object(node: JsonSchema, path: str) -> JsonSchema:
     required = set(node.get("required", []))
     props = {}
     for name, sub in node.get("properties", {}).items():
-        converted = _openai(sub, _join(path, name))
+        converted = _openai(sub, join_path(path, name))
         props[name] = converted if name in required else _nullable(converted)
     node.update(properties=props, required=list(props), additionalProperties=False)
     return node
@@ -570,7 +443,7 @@ def _gemini(node: JsonSchema, path: str) -> JsonSchema:
     if out.get("format") not in _GEMINI_FORMATS.get(out.get("type", ""), set()):
         out.pop("format", None)
     if "properties" in out:
-        out["properties"] = {n: _gemini(s, _join(path, n)) for n, s in out["properties"].items()}
+        out["properties"] = {n: _gemini(s, join_path(path, n)) for n, s in out["properties"].items()}
     if isinstance(out.get("items"), dict):
         out["items"] = _gemini(out["items"], f"{path}[]")
     return out
