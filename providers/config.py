@@ -1,7 +1,7 @@
 """Providers and models from YAML, checked when loaded.
 
-Errors point at the file and line a person has to edit, so the YAML is composed
-with node marks and pydantic's error locations are mapped back to those lines.
+Errors point at the file and line a person has to edit: the YAML is read with node
+marks (`yaml_source.py`) and pydantic's error locations are mapped back to those lines.
 API keys are `${VAR}` references resolved only when a provider is used: a config
 naming five providers works with the one key you have.
 """
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .mcp_config import MCP_NAME, McpServerConfig
 from .provider_types import OFFLINE_TYPES, check_type, did_you_mean
 from .stream import ModelInfo
+from .yaml_source import ConfigError, Marks, deep_merge, read_yaml, where
 
 __all__ = [
     "BUILTIN_TEST_ALIAS",
@@ -62,10 +62,6 @@ _LITERAL_KEY = (
     "looks like a literal API key; keys belong in the environment: write a reference "
     "such as ${OPENAI_API_KEY} and set that variable"
 )
-
-
-class ConfigError(ValueError):
-    """The providers config is invalid; the message names file, line and field."""
 
 
 class _Strict(BaseModel):
@@ -408,95 +404,22 @@ def _expand(value: str | None, env: Mapping[str, str], provider: str, field: str
 
 # -- loading -----------------------------------------------------------------
 
-_Marks = dict[tuple[Any, ...], tuple[str, int]]
-
 
 def load_config(*paths: str | Path) -> ProvidersConfig:
     """Read one or more YAML files; later files deep-merge over earlier ones."""
     if not paths:
         raise ConfigError("load_config needs at least one path")
     data: dict[str, Any] = {}
-    marks: _Marks = {}
+    marks: Marks = {}
     for path in paths:
-        loaded, file_marks = _read_yaml(Path(path))
-        data = _deep_merge(data, loaded)
+        loaded, file_marks = read_yaml(Path(path))
+        data = deep_merge(data, loaded)
         marks.update(file_marks)
     return _build(data, marks, ", ".join(str(p) for p in paths))
 
 
 def config_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> ProvidersConfig:
     return _build(dict(data), {}, source)
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader refusing aliases (`*name`, `<<: *name`): a few lines of them
-    expand into gigabytes (the "billion laughs"), and a config never needs one."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(
-                None,
-                None,
-                "aliases (*name) are not allowed in config files: write the value out",
-                self.peek_event().start_mark,  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
-            )
-        return super().compose_node(parent, index)
-
-
-def _read_yaml(path: Path) -> tuple[dict[str, Any], _Marks]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read providers config: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
-        ) from None
-    try:
-        node = yaml.compose(text, Loader=_NoAliasLoader)
-        data = yaml.load(text, Loader=_NoAliasLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}, line {mark.line + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if data is None or node is None:  # an empty document: neither has anything
-        return {}, {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}, line 1: expected a mapping with providers/models/default_model at the top")
-    marks: _Marks = {}
-    _collect_marks(node, (), str(path), marks)
-    return data, marks
-
-
-def _collect_marks(node: yaml.Node, loc: tuple[Any, ...], source: str, marks: _Marks) -> None:
-    marks[loc] = (source, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            marks[(*loc, key)] = (source, key_node.start_mark.line + 1)
-            _collect_marks(value_node, (*loc, key), source, marks)
-            marks[(*loc, key)] = (source, key_node.start_mark.line + 1)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _collect_marks(item, (*loc, i), source, marks)
-
-
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _where(loc: tuple[Any, ...], marks: _Marks, source: str) -> str:
-    for cut in range(len(loc), -1, -1):
-        if loc[:cut] in marks:
-            file, line = marks[loc[:cut]]
-            return f"{file}, line {line}"
-    return source
 
 
 def register_section(name: str, model: type[BaseModel]) -> None:
@@ -509,7 +432,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {}
 _Problem = tuple[tuple[Any, ...], str]
 
 
-def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
+def _build(data: dict[str, Any], marks: Marks, source: str) -> ProvidersConfig:
     """Validate everything and report every problem at once, each with file and line."""
     problems: list[_Problem] = []
     try:
@@ -525,7 +448,7 @@ def _build(data: dict[str, Any], marks: _Marks, source: str) -> ProvidersConfig:
         )
     problems += _section_problems(data)
     if problems:
-        found = {(_where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems}
+        found = {(where(loc, marks, source), ".".join(map(str, loc)) or "(top level)", msg) for loc, msg in problems}
         lines = [f"{where}: {field}: {msg}" for where, field, msg in sorted(found, key=_line_order)]
         raise ConfigError(f"invalid providers config ({_plural(len(lines))}):\n  " + "\n  ".join(lines))
     assert config is not None
