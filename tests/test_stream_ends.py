@@ -1,4 +1,5 @@
-"""How a stream ended, on every path: end markers, in-band errors, call ids, kept blocks (#14, #23).
+"""How a stream ended, on every path: end markers, in-band errors, kept blocks (#14, #23); tool calls
+assembled by id are in test_call_assembly.py.
 
 Each stream below is the byte shape the named vendor sends (see tests/fixtures/streams/README.md
 for the recorded corpus). `auto` is the runtime's OpenAI-wire reader; `litellm` is
@@ -175,71 +176,6 @@ async def test_length_and_content_filter_finishes_are_normalized(path, raw, fini
         client_for(path, monkeypatch), chunk({"content": "Half an ans"}) + chunk({}, raw) + "data: [DONE]\n\n"
     )
     assert (items[-1].finish, items[-1].finish_reason) == (finish, raw)
-
-
-# -- tool calls by id (#14 item 3) -----------------------------------------------------------
-
-
-def call(index: int | None, call_id: str | None, name: str | None, args: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "function", "function": {"arguments": args}}
-    if index is not None:
-        out["index"] = index
-    if call_id:
-        out["id"] = call_id
-    if name:
-        out["function"]["name"] = name
-    return out
-
-
-def calls_of(items: list[Any]) -> list[tuple[str | None, str | None, str]]:
-    calls: dict[int, list[Any]] = {}
-    for d in (i for i in items if isinstance(i, ToolCallDelta)):
-        entry = calls.setdefault(d.index, [None, None, ""])
-        entry[0], entry[1] = entry[0] or d.id, entry[1] or d.name
-        entry[2] += d.arguments
-    return [tuple(c) for _, c in sorted(calls.items())]  # type: ignore[misc]
-
-
-PARALLEL_NO_INDEX = (
-    chunk({"tool_calls": [call(None, "call_a", "get_weather", "{}")]})
-    + chunk({"tool_calls": [call(None, "call_b", "get_time", "{}")]})
-    + chunk({}, "tool_calls")
-    + "data: [DONE]\n\n"
-)
-NEW_ID_AT_USED_INDEX = (
-    chunk({"tool_calls": [call(0, "call_a", "get_weather", '{"city":')]})
-    + chunk({"tool_calls": [call(0, None, None, '"Oslo"}')]})
-    + chunk({"tool_calls": [call(0, "call_b", "get_time", '{"tz":')]})
-    + chunk({"tool_calls": [call(0, None, None, '"UTC"}')]})
-    + chunk({}, "tool_calls")
-    + "data: [DONE]\n\n"
-)
-
-
-@pytest.mark.parametrize("path", PATHS)
-async def test_parallel_calls_without_index_are_not_merged(path, monkeypatch):
-    items, _ = await run(client_for(path, monkeypatch), PARALLEL_NO_INDEX)
-    assert calls_of(items) == [("call_a", "get_weather", "{}"), ("call_b", "get_time", "{}")]
-
-
-async def test_a_new_id_at_an_index_in_use_starts_a_new_call(monkeypatch):
-    items, _ = await run(client_for("auto", monkeypatch), NEW_ID_AT_USED_INDEX)
-    assert calls_of(items) == [("call_a", "get_weather", '{"city":"Oslo"}'), ("call_b", "get_time", '{"tz":"UTC"}')]
-
-
-async def test_contradictory_call_deltas_are_a_retried_provider_error(monkeypatch):
-    body = (
-        chunk({"tool_calls": [call(0, "call_a", "get_weather", "{}")]})
-        + chunk({"tool_calls": [call(1, "call_a", None, "")]})
-        + chunk({}, "tool_calls")
-        + "data: [DONE]\n\n"
-    )
-    client = client_for("auto", monkeypatch, attempts=2)
-    with respx.mock() as router:
-        route = router.post(URL).mock(side_effect=lambda _: sse(body))
-        with pytest.raises(ProviderError) as err:
-            _ = [i async for i in client.stream("m", [{"role": "user", "content": "hi"}])]
-    assert route.call_count == 2 and err.value.kind == "stream_invalid" and "call_a" in str(err.value)
 
 
 # -- Gemini on LiteLLM's path: the real end, ids and thought signatures ---------------------
@@ -587,15 +523,6 @@ async def test_gemini_inband_error_is_mapped_by_its_code(multi, code, status, ca
         with pytest.raises(ProviderError) as err:
             _ = [i async for i in multi.stream("gem", [{"role": "user", "content": "hi"}])]
     assert route.call_count == calls and err.value.status == status
-
-
-async def test_the_wire_reader_keeps_an_id_exactly_as_sent(monkeypatch):
-    """Only LiteLLM's own Gemini path packs `__thought__` into ids; an OpenAI-compatible server's id
-    (a LiteLLM proxy's included, which wants it back unchanged) is never rewritten."""
-    packed = "call_1__thought__c2lnbmF0dXJl"
-    body = chunk({"tool_calls": [call(0, packed, "get_weather", "{}")]}) + chunk({}, "tool_calls") + "data: [DONE]\n\n"
-    items, _ = await run(client_for("auto", monkeypatch), body)
-    assert [(d.id, d.signature) for d in items if isinstance(d, ToolCallDelta)] == [(packed, None)]
 
 
 async def test_groq_provider_type_maps_its_inband_400_too(monkeypatch):
