@@ -112,11 +112,12 @@ async def execute(
     thread: ThreadRecord,
     *,
     person_message: str | None = None,
-    on_start: Callable[[ThreadState], None] | None = None,
+    on_start: Callable[[ThreadState, ThreadRecord], None] | None = None,
 ) -> Executed:
     """Run one execution of `thread` under its lease (one execution per thread).
 
-    `on_start` runs once the execution holds the lease, before it writes anything."""
+    `on_start(state, record)` runs once the execution holds the lease, before it writes anything;
+    `record` is the thread as storage gave it, which the execution keeps current from then on."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
@@ -131,7 +132,7 @@ async def execute(
         keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
-            on_start(state)
+            on_start(state, thread)
         result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
         return Executed(result, thread)
     finally:

@@ -125,10 +125,6 @@ class StartTicket:
             self._settled = True
             self._live._settle(self._thread_id, execution)
 
-    def given_up(self, _task: object) -> None:
-        """`settle(None)` as a task's done callback: the start ended before holding the lease."""
-        self.settle(None)
-
     def watch(self, coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
         self._finalizer = weakref.finalize(coro, self.settle, None)
         return coro

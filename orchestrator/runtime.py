@@ -13,6 +13,7 @@ thread runs here.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import json
 import os
@@ -307,10 +308,10 @@ class Thread:
             ticket.settle(None)
             raise
         started = asyncio.Event()
-        task = asyncio.create_task(self._execute(text, _Started(self.id, self._runtime.live, ticket, started)))
-        task.add_done_callback(ticket.given_up)  # refused or failed before holding the lease
+        on_start = _Started(self, ticket, started)
+        task = asyncio.create_task(self._execute(text, on_start))
+        task.add_done_callback(on_start.done, context=_CALLBACKS)
         self._runtime._tasks.add(task)
-        task.add_done_callback(self._runtime._tasks.discard)
         waiter = asyncio.create_task(started.wait())
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -382,26 +383,37 @@ _heap_frozen = False
 
 class _Started:
     """`execute`'s `on_start` for one run, send or start: the execution holds the lease, so a stop
-    kept for it applies now and the starter waiting for it wakes. One slotted object where three
-    closures and their cells were, held by every execution for its whole length."""
+    kept for it applies now and the starter waiting for it wakes; and its task's one done callback.
+    One slotted object where three closures and their cells were, held for the execution's length."""
 
-    __slots__ = ("_event", "_live", "_thread_id", "_ticket", "execution")
+    __slots__ = ("_event", "_handle", "_ticket", "execution")
 
-    def __init__(self, thread_id: str, live: LiveExecutions, ticket: StartTicket, event: asyncio.Event) -> None:
-        self._thread_id = thread_id
-        self._live = live
+    def __init__(self, handle: Thread, ticket: StartTicket, event: asyncio.Event) -> None:
+        self._handle = handle
         self._ticket = ticket
         self._event: asyncio.Event | None = event
         self.execution: ExecutionState | None = None
 
-    def __call__(self, state: ThreadState) -> None:
+    def __call__(self, state: ThreadState, record: ThreadRecord) -> None:
         assert state.execution is not None
         self.execution = state.execution
-        self._live.started(self._thread_id, state.execution)  # applies a side forced at rest
+        # the record the execution keeps current: the handle shows it, and its own copy, stale from
+        # here on, is not held (with its usage) for the whole execution
+        self._handle.record = record
+        self._handle._runtime.live.started(record.id, state.execution)  # applies a side forced at rest
         self._ticket.settle(state.execution)
         if self._event is not None:
             self._event.set()
             self._event = None  # the starter has what it waited for
+
+    def done(self, task: asyncio.Task[ExecutionResult]) -> None:
+        self._ticket.settle(None)  # refused or failed before holding the lease; settled already otherwise
+        self._handle._runtime._tasks.discard(task)
+
+
+_CALLBACKS = contextvars.Context()
+"""The context `_Started.done` runs in: it reads no context variable, and a done callback given none gets
+a copy of the caller's (one more object per execution for every full collection to walk)."""
 
 
 def _freeze_heap_once() -> None:

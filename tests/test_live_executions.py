@@ -6,6 +6,8 @@ what one path says, the others see."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -124,3 +126,20 @@ async def test_the_server_sees_and_refuses_beside_an_execution_started_from_pyth
     result = await asyncio.wait_for(task, 30)
     assert result.reason == "stopped by user" and result.stopped_by == "caller"
     assert not runs.running(thread.id) and rt.live.get(thread.id) is None
+
+
+async def test_the_handle_shows_the_running_executions_record_and_lets_its_stale_one_go(make_runtime: Any) -> None:
+    """Before: the handle kept the record it was made with (status "idle") for the whole execution, beside
+    the one the execution keeps current: a second record and its usage per conversation in flight."""
+    rt, _ = await make_runtime(_duo(), [R(tool_calls=[C("wait", {})])])
+    thread = await rt.create_thread("duo")
+    stale = weakref.ref(thread.record)
+    task = await thread.start()
+    await asyncio.sleep(0)
+    assert thread.record.status == "running" and thread.record.execution is not None
+    gc.collect()
+    assert stale() is None, "the handle's record from before the start is still held"
+    thread.stop()
+    result = await asyncio.wait_for(task, 30)
+    assert result.reason == "stopped" and thread.record.status == "stopped"
+    assert rt.live.get(thread.id) is None and not rt._tasks, "the execution's task was not let go"

@@ -138,7 +138,7 @@ class ExecutionActivities:
         self._waiting[given.thread_id] = controls
         mine: list[ExecutionState] = []
 
-        def started(state: ThreadState) -> None:
+        def started(state: ThreadState, _record: ThreadRecord) -> None:
             mine.append(self._started(given, judged, state))
 
         try:
