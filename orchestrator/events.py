@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pydantic_core import from_json, to_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from .env import SecretScopes
 from .messages import Event
@@ -98,28 +98,45 @@ class _Ring:
         self._journal = bytearray()
         self._starts = array("q")  # where each entry begins in the journal, oldest first
 
-    def append(self, seq: int, type_: str, at: float, data: object) -> None:
+    def append(self, seq: int, type_: str, at: float, data: object, entry: bytes | None = None) -> None:
+        """Keep one event; `entry`: the same event already encoded (`_entry`), for a durable one."""
         if len(self._starts) >= 2 * _RING_SIZE:  # the older half goes at once: O(1) per entry on average
             cut = self._starts[-_RING_SIZE]
             del self._journal[:cut]
             self._starts = array("q", [start - cut for start in self._starts[-_RING_SIZE:]])
         self._starts.append(len(self._journal))
-        self._journal += to_json((seq, type_, at, data), fallback=str)
+        self._journal += entry if entry is not None else to_json((seq, type_, at, data), fallback=str)
 
     def after(self, thread_id: str, after: int) -> list[Event]:
         """The kept events numbered above `after`, oldest first."""
         events: list[Event] = []
         end = len(self._journal)
         for begin in reversed(self._starts[-_RING_SIZE:]):
-            seq, type_, at, data = from_json(self._journal[begin:end])
-            if seq <= after:
+            event = _decoded(thread_id, self._journal[begin:end])
+            if event.seq <= after:
                 break
-            events.append(
-                Event.model_construct(_EVERY_FIELD, thread_id=thread_id, seq=seq, type=type_, data=data, at=at)
-            )
+            events.append(event)
             end = begin
         events.reverse()
         return events
+
+
+def _entry(seq: int, type_: str, at: float, data: object) -> bytes:
+    """A durable event as JSON, the way the ring keeps it. Encoded when published: a payload storage could not
+    write fails there, at its emission site, not in the commit of a step that had nothing to do with it."""
+    try:
+        return to_json((seq, type_, at, data))
+    except PydanticSerializationError as exc:
+        raise ValueError(f"event {type_!r}: its data cannot be stored as JSON ({exc})") from None
+
+
+def _decoded(thread_id: str, entry: bytes | bytearray) -> Event:
+    seq, type_, at, data = from_json(entry)
+    return Event.model_construct(_EVERY_FIELD, thread_id=thread_id, seq=seq, type=type_, data=data, at=at)
+
+
+def _unwritten_of(events: list[Event]) -> list[tuple[int, bytes]]:
+    return [(e.seq, _entry(e.seq, e.type, e.at, e.data)) for e in events]
 
 
 class _Channel:
@@ -129,7 +146,9 @@ class _Channel:
         self.seq = seq
         self.ring = _Ring()
         self.subscribers: set[asyncio.Queue[Event | None]] = set()
-        self.pending: list[Event] = []  # durable events not yet written
+        # durable events not yet written, as (seq, `_entry`): held until the next commit, mostly while a model
+        # answers, as JSON they are nothing for the collector to walk (an Event and its payload were a dozen objects)
+        self.pending: list[tuple[int, bytes]] = []
         self.flushing: asyncio.Task[None] | None = None
         self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
         self.writing: set[int] = set()  # seqs the bus itself is writing now
@@ -219,15 +238,17 @@ class EventBus:
         when the bus writes it, or at the next `flush` after the caller's commit."""
         ch = self._channel(thread_id)
         seq, data = self._numbered(ch, thread_id, type, data)
+        at = time.time()
         event = Event.model_construct(
-            _EVERY_FIELD, thread_id=thread_id, seq=seq, type=type, data=data, at=time.time()
+            _EVERY_FIELD, thread_id=thread_id, seq=seq, type=type, data=data, at=at
         )  # fields are ours: skip validation
+        entry = None if type in EPHEMERAL_EVENTS else _entry(seq, type, at, data)
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
         else:
-            self._go_live(ch, event)
-        if type not in EPHEMERAL_EVENTS:
-            ch.pending.append(event)
+            self._go_live(ch, event, entry)
+        if entry is not None:
+            ch.pending.append((seq, entry))
             if not defer and ch.flushing is None:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
@@ -259,8 +280,8 @@ class EventBus:
             data = redactor.data(data)
         return ch.seq, data
 
-    def _go_live(self, ch: _Channel, event: Event) -> None:
-        ch.ring.append(event.seq, event.type, event.at, event.data)
+    def _go_live(self, ch: _Channel, event: Event, entry: bytes | None = None) -> None:
+        ch.ring.append(event.seq, event.type, event.at, event.data, entry)
         for queue in list(ch.subscribers):
             if not offer(queue, event):
                 ch.subscribers.discard(queue)
@@ -278,10 +299,10 @@ class EventBus:
         """Hand the unwritten durable events to a caller that writes them in its
         transaction; if that write fails, the caller hands them back (`unwritten`)."""
         ch = self._channels.get(thread_id)
-        if ch is None:
+        if ch is None or not ch.pending:
             return []
-        events, ch.pending = ch.pending, []
-        return events
+        pending, ch.pending = ch.pending, []
+        return [_decoded(thread_id, entry) for _, entry in pending]
 
     def unwritten(self, thread_id: str, events: list[Event], error: BaseException) -> None:
         """A write of `events` (taken with `take_pending`) failed: they are pending
@@ -294,7 +315,7 @@ class EventBus:
         if isinstance(error, (StaleLeaseError, DuplicateEventError)):  # writing them again cannot succeed
             _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(events), error=str(error))
             return
-        ch.pending[:0] = events
+        ch.pending[:0] = _unwritten_of(events)
 
     async def flush(self, thread_id: str) -> None:
         """Write what is pending (after a background write under way), let out
@@ -329,7 +350,7 @@ class EventBus:
             first = min(seqs)
             found = await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)
             stored = {e.seq for e in found}
-            ch.pending[:0] = [e for e in events if e.seq not in stored]
+            ch.pending[:0] = _unwritten_of([e for e in events if e.seq not in stored])
             raise
         except Exception as exc:  # cancelled: it may have committed, so it is not written again
             self.unwritten(thread_id, events, exc)
@@ -347,7 +368,7 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if ch is None or not ch.held:
             return
-        waiting = {e.seq for e in ch.pending} | ch.writing
+        waiting = {seq for seq, _ in ch.pending} | ch.writing
         ready = list(itertools.takewhile(lambda e: e.type not in SETTLING_EVENTS or e.seq not in waiting, ch.held))
         written = written | ch.committed
         unknown = [e.seq for e in ready if e.type in SETTLING_EVENTS and e.seq not in written]
@@ -408,7 +429,7 @@ class EventBus:
         ch = self._channels[thread_id]
         ring_now = ch.ring.after(thread_id, after)
         held_from = ch.held[0].seq if ch.held else None  # not live yet: the queue gets those in order
-        pending_now = [e for e in ch.pending if held_from is None or e.seq < held_from]
+        pending_now = [_decoded(thread_id, entry) for seq, entry in ch.pending if held_from is None or seq < held_from]
         stored = await self._storage.events_after(thread_id, after)
         by_seq = {e.seq: e for e in stored}
         for e in pending_now + ring_now:

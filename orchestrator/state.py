@@ -271,7 +271,10 @@ class ThreadState:
                 check_payload(self.thread_id, event, data)
             except ValueError as exc:
                 raise ValueError(f"emit: {event!r} is a built-in event and its data does not fit it: {exc}") from None
-        self._services.bus.publish(self.thread_id, event, data)
+        try:
+            self._services.bus.publish(self.thread_id, event, data)
+        except ValueError as exc:  # a payload the event log cannot hold
+            raise ValueError(f"emit: {exc}") from None
 
     # -- durable key-value store -------------------------------------------
     async def get_value(self, key: str) -> Any | None:

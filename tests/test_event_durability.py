@@ -226,3 +226,60 @@ async def test_events_waiting_for_their_commit_hold_no_fields_set_of_their_own(t
         assert events[0].model_dump(exclude_unset=True) == events[0].model_dump()
         events[0].type = "renamed"  # assignment keeps working, and marks nothing new
         assert events[1].model_fields_set == {"thread_id", "seq", "type", "data", "at"}
+
+
+async def test_durable_events_waiting_for_their_commit_cost_the_collector_nothing(tmp_path: Path) -> None:
+    """Durable events wait in the bus for the step that writes them, mostly while a model answers. Before,
+    each waited as an `Event` and its payload (a `message_created` carries a whole message): some seven
+    tracked objects and fifteen references for every full collection to walk, per event. Now they wait
+    as JSON: a reference each. A subscriber and the commit still get each one back whole."""
+
+    def followed() -> int:
+        return sum(len(gc.get_referents(o)) for o in gc.get_objects())
+
+    async with SQLiteStorage(str(tmp_path / "pending.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, SecretScopes([]))
+        await bus.attach(thread.id, new=True)
+        gc.collect()
+        objects, references = len(gc.get_objects()), followed()
+        for i in range(500):
+            call = {"id": f"c{i}", "name": "note", "arguments": {"q": str(i), "tags": ["a", "é"]}}
+            bus.publish(thread.id, "noted", {"id": f"m{i}", "tool_calls": [call], "metadata": {}}, defer=True)
+        gc.collect(0)
+        assert len(gc.get_objects()) - objects < 100
+        assert followed() - references < 2 * 500
+
+        reader = bus.subscribe(thread.id, after=498)  # not stored yet: a subscriber gets them from the bus
+        got = [await anext(reader) for _ in range(2)]
+        await reader.aclose()
+        assert [e.seq for e in got] == [499, 500]
+        assert got[1].data["tool_calls"][0]["arguments"] == {"q": "499", "tags": ["a", "é"]}
+        await bus.flush(thread.id)
+        stored = await storage.events_after(thread.id, 0)
+        assert [e.seq for e in stored] == list(range(1, 501))
+        assert stored[-1].model_dump() == got[-1].model_dump()
+
+
+async def test_a_tool_emitting_data_the_log_cannot_hold_gets_an_error_and_the_thread_goes_on(
+    make_runtime: Any,
+) -> None:
+    """Before: the payload was taken, then failed the next commit, every step's after it (the events were
+    handed back each time), and the execution ended on that error. Now `emit` refuses it at once."""
+
+    async def emits(state: Any, args: Q) -> dict:
+        state.emit("progress_note", {"when": object()})
+        return {"status": "success", "result": "unreachable"}
+
+    defs = definitions(
+        tools={"emits": define_tool(description="e", args=Q, execute=emits)},
+        prompts={"pa": define_prompt(prompt="side a", tool_description="a", tools=("emits",))},
+        agents={"chat": define_agent(type="ai_human", side_a=Side("pa", max_steps=5))},
+    )
+    rt, _ = await make_runtime(defs, [R(tool_calls=[C("emits", {"q": "x"})]), R(text="done")])
+    thread = await rt.create_thread("chat")
+    result = await thread.send("go")
+    assert result.output == "done"
+    [tool] = [m for m in result.new_messages if m.role == "tool"]
+    assert "emit: event 'progress_note': its data cannot be stored as JSON" in (tool.content or "")
+    assert "progress_note" not in [e.type for e in await rt.storage.events_after(thread.id, 0)]
