@@ -43,7 +43,7 @@ import structlog
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from .env import SecretScopes
-from .messages import Event
+from .messages import Event, ThreadRecord
 from .storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
@@ -188,6 +188,25 @@ class EventBus:
         elif thread_id not in self._channels:
             last = 0 if new else await self._storage.last_event_seq(thread_id)
             self._channels.setdefault(thread_id, _Channel(last))
+
+    async def create_thread(self, record: ThreadRecord, data: dict[str, Any]) -> ThreadRecord:
+        """Store a new thread and announce it: `thread_created` goes in the thread's own insert, one
+        transaction and one storage round trip (with a broker, which numbers events from storage and
+        the stream, the thread is stored first and its event follows)."""
+        if self._broker is not None:
+            record = await self._storage.create_thread(record)
+            await self.attach(record.id, new=True)
+            self.publish(record.id, "thread_created", data)
+            return record
+        await self.attach(record.id, new=True)
+        self.publish(record.id, "thread_created", data, defer=True)
+        events = self.take_pending(record.id)
+        try:
+            record = await self._storage.create_thread(record, events)
+        except BaseException:
+            self.detach(record.id)
+            raise
+        return record
 
     async def _attach_shared(self, thread_id: str, broker: RedisBroker) -> None:
         """Continue the numbering from wherever any process left it. A publisher

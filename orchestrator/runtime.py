@@ -208,9 +208,8 @@ class Runtime:
         await self.open()
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
-        record = await self.storage.create_thread(ThreadRecord(agent_id=agent, user_id=user_id, arguments=args))
-        await self.services.bus.attach(record.id, new=True)
-        self.services.bus.publish(record.id, "thread_created", {"agent": agent, "user_id": user_id})
+        record = ThreadRecord(agent_id=agent, user_id=user_id, arguments=args)
+        record = await self.services.bus.create_thread(record, {"agent": agent, "user_id": user_id})
         return Thread(self, record)
 
     async def get_thread(self, thread_id: str) -> Thread:

@@ -72,6 +72,25 @@ async def test_create_duplicate_thread_is_refused(storage: Storage) -> None:
         await storage.create_thread(thread)
 
 
+async def test_a_thread_is_created_with_its_first_events_in_one_transaction(storage: Storage) -> None:
+    thread = ThreadRecord(agent_id="support")
+    created = ev(thread.id, 1, "thread_created", {"agent": "support"})
+    assert await storage.create_thread(thread, [created]) == thread
+    assert await storage.events_after(thread.id, 0) == [created]
+    with pytest.raises(StorageError, match=thread.id):  # a duplicate id: neither the row nor its events change
+        await storage.create_thread(thread.model_copy(update={"agent_id": "other"}), [ev(thread.id, 2)])
+    assert (await storage.get_thread(thread.id)).agent_id == "support"
+    assert await storage.events_after(thread.id, 0) == [created]
+
+
+async def test_an_event_of_another_thread_is_refused_at_create_naming_it(storage: Storage) -> None:
+    thread = ThreadRecord(agent_id="support")
+    with pytest.raises(ValueError, match="create_thread events: event seq 1 has thread_id 'thr_other'"):
+        await storage.create_thread(thread, [ev("thr_other", 1)])
+    with pytest.raises(NotFoundError):
+        await storage.get_thread(thread.id)
+
+
 async def test_list_threads_filters_and_pages(storage: Storage) -> None:
     made = []
     for i, (user, status) in enumerate([("u1", "idle"), ("u2", "idle"), ("u1", "running"), ("u1", "idle")]):

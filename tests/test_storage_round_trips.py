@@ -30,7 +30,8 @@ def _chat(hooks: dict[str, Any] | None = None) -> Any:
 
 def _record(storage: Any, calls: list[str], writes: list[StepWrite]) -> None:
     """Wrap the storage's public methods to note each call (and each committed write)."""
-    for name in ("begin_execution", "acquire_lease", "get_thread", "get_messages", "commit", "release_lease"):
+    names = ("create_thread", "append_events", "begin_execution", "acquire_lease", "get_thread", "get_messages")
+    for name in (*names, "commit", "release_lease"):
         inner = getattr(storage, name, None)
         if inner is None:
             continue
@@ -47,7 +48,6 @@ def _record(storage: Any, calls: list[str], writes: list[StepWrite]) -> None:
 async def test_an_answer_costs_one_call_to_begin_and_three_commits(make_runtime: Any) -> None:
     rt, _ = await make_runtime(_chat(), [R(text="hello")])
     thread = await rt.create_thread("chat")
-    await rt.services.bus.flush(thread.id)  # thread_created: written before we count
     calls: list[str] = []
     writes: list[StepWrite] = []
     _record(rt.storage, calls, writes)
@@ -64,6 +64,23 @@ async def test_an_answer_costs_one_call_to_begin_and_three_commits(make_runtime:
     end = writes[-1]  # the turn's end and the execution's, stored together
     assert end.thread is not None and end.thread.status == "idle"
     assert [e.type for e in end.events][-2:] == ["turn_ended", "execution_stopped"]
+
+
+async def test_a_new_thread_is_stored_with_its_thread_created_event_in_one_call(make_runtime: Any) -> None:
+    """Before: the thread's insert, then `thread_created` written on its own by a background flush, a
+    second storage call queued in front of the first execution's."""
+    rt, _ = await make_runtime(_chat(), [R(text="hello")])
+    calls: list[str] = []
+    _record(rt.storage, calls, [])
+
+    thread = await rt.create_thread("chat", user_id="u1")
+
+    assert calls == ["create_thread"]
+    [created] = await rt.storage.events_after(thread.id, 0)  # stored by the time create_thread returns
+    assert (created.seq, created.type, created.data) == (1, "thread_created", {"agent": "chat", "user_id": "u1"})
+    await thread.send("hi")
+    assert calls == ["create_thread", "begin_execution", "commit", "commit", "commit", "release_lease"]
+    assert [e.seq for e in await rt.storage.events_after(thread.id, 0)][:2] == [1, 2]
 
 
 async def test_tool_results_finished_together_are_stored_in_one_commit(make_runtime: Any) -> None:

@@ -7,6 +7,7 @@ each backend only moves rows in and out of its database.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -167,11 +168,15 @@ def check_step(write: StepWrite) -> None:
     tid = write.thread_id
     check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
     check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
-    for e in write.events:
-        if e.thread_id != tid:
-            raise ValueError(f"StepWrite.events: event seq {e.seq} has thread_id {e.thread_id!r}, expected {tid!r}")
+    check_events_belong(tid, write.events, "StepWrite.events")
     if write.thread is not None and write.thread.id != tid:
         raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
+
+
+def check_events_belong(tid: str, events: Sequence[Event], where: str) -> None:
+    for e in events:
+        if e.thread_id != tid:
+            raise ValueError(f"{where}: event seq {e.seq} has thread_id {e.thread_id!r}, expected {tid!r}")
 
 
 def has_more(offset: int, returned: int, total: int) -> bool:

@@ -13,6 +13,7 @@ Design rules the executor relies on:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -105,7 +106,9 @@ class Storage(ABC):
 
     # -- threads -----------------------------------------------------------
     @abstractmethod
-    async def create_thread(self, thread: ThreadRecord) -> ThreadRecord: ...
+    async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
+        """Store a new thread, and `events` (its first, all its own) in the same transaction.
+        Raises StorageError when a thread with its id exists."""
 
     @abstractmethod
     async def get_thread(self, thread_id: str) -> ThreadRecord:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -199,11 +199,17 @@ class PostgresStorage(Storage):
 
     # -- threads ---------------------------------------------------------------
 
-    async def create_thread(self, thread: ThreadRecord) -> ThreadRecord:
+    async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
         import asyncpg
 
+        c.check_events_belong(thread.id, events, "create_thread events")
         try:
-            await self._p().execute(_THREAD_INSERT, *c.thread_to_row(thread))
+            if not events:
+                await self._p().execute(_THREAD_INSERT, *c.thread_to_row(thread))
+                return thread
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute(_THREAD_INSERT, *c.thread_to_row(thread))
+                await _insert_events(conn, list(events))
         except asyncpg.UniqueViolationError as exc:
             raise StorageError(f"thread already exists: {thread.id!r}") from exc
         return thread

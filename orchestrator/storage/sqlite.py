@@ -14,7 +14,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -140,8 +140,9 @@ class SQLiteStorage(Storage):
 
     # -- threads ---------------------------------------------------------------
 
-    async def create_thread(self, thread: ThreadRecord) -> ThreadRecord:
-        await self._run(_create_thread, thread)
+    async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
+        c.check_events_belong(thread.id, events, "create_thread events")
+        await self._run(_write_tx, _create_thread, thread, list(events))
         return thread
 
     async def get_thread(self, thread_id: str) -> ThreadRecord:
@@ -264,11 +265,12 @@ def _require_thread(conn: sqlite3.Connection, thread_id: str) -> None:
         raise c.thread_not_found(thread_id)
 
 
-def _create_thread(conn: sqlite3.Connection, thread: ThreadRecord) -> None:
+def _create_thread(conn: sqlite3.Connection, thread: ThreadRecord, events: list[Event]) -> None:
     try:
         conn.execute(_THREAD_INSERT, c.thread_to_row(thread))
     except sqlite3.IntegrityError as exc:
         raise StorageError(f"thread already exists: {thread.id!r}") from exc
+    _add_events(conn, events)
 
 
 def _get_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord:
