@@ -20,13 +20,15 @@ from orchestrator import Side, define_agent, define_prompt, tracing
 from providers.scripted import ScriptedResponse
 
 HELD = 100
-CEILING = 250  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
+CEILING = 220  # tracked objects per conversation in flight: 479 before the ring of deltas, no-op spans and
 # per-request retry policies were cut, 303 after; 279 once the lease's retry policy was built per renewal and
 # the idle deadline stopped holding a timer handle per chunk; 231 with one lease heartbeat per runtime, ring
-# payloads as bytes, the retry loop built at a failure and one slotted on_start for three closures (the floor
-# of a bare openai SDK loop is about 95)
-REFERENCES = 1250  # references a full collection follows per conversation in flight: 1,363 before one lease
-# heartbeat per runtime, the ring as a journal and the retry loop built at a failure, 1,131 after
+# payloads as bytes, the retry loop built at a failure and one slotted on_start for three closures; 202 with
+# the handle showing the execution's record (not a stale second one) and durable events waiting as JSON
+# (the floor of a bare openai SDK loop is about 95)
+REFERENCES = 1100  # references a full collection follows per conversation in flight: 1,363 before one lease
+# heartbeat per runtime, the ring as a journal and the retry loop built at a failure, 1,131 after, 1,013 with
+# one record per conversation and durable events waiting as JSON
 
 
 def _defs() -> Any:
