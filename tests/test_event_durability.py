@@ -122,26 +122,32 @@ async def test_events_another_process_already_stored_are_not_written_again(tmp_p
         assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "theirs"), (2, "mine")]
 
 
+def _followed() -> int:
+    """What a full collection walks: the references from every tracked object."""
+    return sum(len(gc.get_referents(o)) for o in gc.get_objects())
+
+
+async def _bus_on_a_thread(storage: SQLiteStorage) -> tuple[EventBus, ThreadRecord, tuple[int, int]]:
+    """A bus attached to a new thread, and the tracked objects and references counted once it is."""
+    thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+    bus = EventBus(storage, SecretScopes([]))
+    await bus.attach(thread.id, new=True)
+    gc.collect()
+    return bus, thread, (len(gc.get_objects()), _followed())
+
+
 async def test_live_deltas_held_for_reconnecting_cost_the_collector_nothing(tmp_path: Path) -> None:
     """At 1,000 conversations in flight the rings of deltas were 40% of what every full
     collection walked (three tracked objects per delta), then still a reference per delta; a
     reconnecting reader still gets each delta back whole, in order, and mutating one it got
     changes nothing kept."""
-
-    def followed() -> int:  # what a full collection walks: references from every tracked object
-        return sum(len(gc.get_referents(o)) for o in gc.get_objects())
-
     async with SQLiteStorage(str(tmp_path / "ring.db")) as storage:
-        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
-        bus = EventBus(storage, SecretScopes([]))
-        await bus.attach(thread.id, new=True)
-        gc.collect()
-        objects, references = len(gc.get_objects()), followed()
+        bus, thread, (objects, references) = await _bus_on_a_thread(storage)
         for i in range(1000):
             bus.publish(thread.id, "text_delta", {"side": "a", "depth": 0, "text": f"part {i} "})
         gc.collect(0)  # one young collection: entries the load's own young collections have not seen yet
         assert len(gc.get_objects()) - objects < 100  # none waits for a full collection to be untracked
-        assert followed() - references < 200  # and nothing holds a reference per delta
+        assert _followed() - references < 200  # and nothing holds a reference per delta
 
         bus.publish(thread.id, "noted", {"call": {"id": "c1"}, "parts": [1, 2]})  # nested: kept as given
         reader = bus.subscribe(thread.id, after=990)
@@ -233,22 +239,14 @@ async def test_durable_events_waiting_for_their_commit_cost_the_collector_nothin
     each waited as an `Event` and its payload (a `message_created` carries a whole message): some seven
     tracked objects and fifteen references for every full collection to walk, per event. Now they wait
     as JSON: a reference each. A subscriber and the commit still get each one back whole."""
-
-    def followed() -> int:
-        return sum(len(gc.get_referents(o)) for o in gc.get_objects())
-
     async with SQLiteStorage(str(tmp_path / "pending.db")) as storage:
-        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
-        bus = EventBus(storage, SecretScopes([]))
-        await bus.attach(thread.id, new=True)
-        gc.collect()
-        objects, references = len(gc.get_objects()), followed()
+        bus, thread, (objects, references) = await _bus_on_a_thread(storage)
         for i in range(500):
             call = {"id": f"c{i}", "name": "note", "arguments": {"q": str(i), "tags": ["a", "é"]}}
             bus.publish(thread.id, "noted", {"id": f"m{i}", "tool_calls": [call], "metadata": {}}, defer=True)
         gc.collect(0)
         assert len(gc.get_objects()) - objects < 100
-        assert followed() - references < 2 * 500
+        assert _followed() - references < 2 * 500
 
         reader = bus.subscribe(thread.id, after=498)  # not stored yet: a subscriber gets them from the bus
         got = [await anext(reader) for _ in range(2)]
