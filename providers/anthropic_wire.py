@@ -19,13 +19,12 @@ event) and `AnthropicReader` turns each event into neutral stream items.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .litellm_params import optional_params
+from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
 from .stream import (
     FinishReason,
@@ -85,7 +84,7 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("anthropic/")
-    messages = copy.deepcopy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
+    messages = editable_copy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
     api_base = str(

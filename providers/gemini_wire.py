@@ -17,14 +17,13 @@ What is ours: `stream_events` reads the SSE (one `json.loads` per chunk) and
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from .litellm_params import optional_params
+from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
 from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
@@ -78,7 +77,7 @@ async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("gemini/")
-    messages = copy.deepcopy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
+    messages = editable_copy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
     api_key = transport["api_key"] or get_api_key_from_env() or get_secret("PALM_API_KEY") or litellm.api_key
     api_base = transport["api_base"] or litellm.api_base or get_secret("GEMINI_API_BASE")

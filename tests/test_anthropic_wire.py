@@ -20,6 +20,7 @@ import respx
 from providers.anthropic_wire import AnthropicReader
 from providers.client import ModelClient
 from providers.config import config_from_dict
+from providers.litellm_params import editable_copy
 from providers.stream import (
     ProviderBlock,
     ProviderError,
@@ -423,6 +424,18 @@ async def test_the_callers_messages_are_left_as_they_were():
         router.post(URL).mock(return_value=sse(fixture("text.sse")))
         [i async for i in client("auto").stream("m", messages, tools=TOOLS)]
     assert messages == MESSAGES
+
+
+def test_the_copy_litellm_edits_shares_no_container_with_the_callers():
+    """The readers hand LiteLLM's transforms a copy of the messages and the remembered parameters (they
+    edit them in place); a JSON-shaped value is copied container by container, anything else deep-copied."""
+    odd = {"a"}
+    value = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "odd": odd, "n": 1.5}
+    copied = editable_copy(value)
+    assert copied == value
+    copied["messages"][0]["content"][0]["text"] = "changed"
+    copied["odd"].add("b")
+    assert value["messages"][0]["content"][0]["text"] == "hi" and odd == {"a"}
 
 
 async def test_a_remembered_parameter_mapping_builds_the_same_request_again():
