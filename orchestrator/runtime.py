@@ -13,7 +13,6 @@ thread runs here.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import gc
 import json
 import os
@@ -309,7 +308,7 @@ class Thread:
         started = asyncio.Event()
         on_start = _Started(self, ticket, started)
         task = asyncio.create_task(self._execute(text, on_start))
-        task.add_done_callback(on_start.done, context=_CALLBACKS)
+        task.add_done_callback(on_start.done)  # one callback: each copies the caller's context
         self._runtime._tasks.add(task)
         waiter = asyncio.create_task(started.wait())
         try:
@@ -408,11 +407,6 @@ class _Started:
     def done(self, task: asyncio.Task[ExecutionResult]) -> None:
         self._ticket.settle(None)  # refused or failed before holding the lease; settled already otherwise
         self._handle._runtime._tasks.discard(task)
-
-
-_CALLBACKS = contextvars.Context()
-"""The context `_Started.done` runs in: it reads no context variable, and a done callback given none gets
-a copy of the caller's (one more object per execution for every full collection to walk)."""
 
 
 def _freeze_heap_once() -> None:
