@@ -258,10 +258,14 @@ class EventBus:
         ch = self._channel(thread_id)
         seq, data = self._numbered(ch, thread_id, type, data)
         at = time.time()
+        try:
+            entry = None if type in EPHEMERAL_EVENTS else _entry(seq, type, at, data)
+        except ValueError:
+            ch.seq -= 1  # refused: it takes no number, as a payload its check refuses takes none
+            raise
         event = Event.model_construct(
             _EVERY_FIELD, thread_id=thread_id, seq=seq, type=type, data=data, at=at
         )  # fields are ours: skip validation
-        entry = None if type in EPHEMERAL_EVENTS else _entry(seq, type, at, data)
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
         else:

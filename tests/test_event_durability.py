@@ -281,3 +281,13 @@ async def test_a_tool_emitting_data_the_log_cannot_hold_gets_an_error_and_the_th
     [tool] = [m for m in result.new_messages if m.role == "tool"]
     assert "emit: event 'progress_note': its data cannot be stored as JSON" in (tool.content or "")
     assert "progress_note" not in [e.type for e in await rt.storage.events_after(thread.id, 0)]
+
+
+async def test_a_payload_the_log_cannot_hold_is_refused_at_publish_and_takes_no_number(tmp_path: Path) -> None:
+    async with SQLiteStorage(str(tmp_path / "refused.db")) as storage:
+        bus, thread, _ = await _bus_on_a_thread(storage)
+        with pytest.raises(ValueError, match="event 'noted': its data cannot be stored as JSON"):
+            bus.publish(thread.id, "noted", {"when": object()})
+        assert bus.publish(thread.id, "noted", {"n": 1}).seq == 1
+        await bus.flush(thread.id)
+        assert [(e.seq, e.data) for e in await storage.events_after(thread.id, 0)] == [(1, {"n": 1})]
