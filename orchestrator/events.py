@@ -36,8 +36,8 @@ import itertools
 import os
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import structlog
 from pydantic_core import PydanticSerializationError, from_json, to_json
@@ -135,8 +135,45 @@ def _decoded(thread_id: str, entry: bytes | bytearray) -> Event:
     return Event.model_construct(_EVERY_FIELD, thread_id=thread_id, seq=seq, type=type_, data=data, at=at)
 
 
-def _unwritten_of(events: list[Event]) -> list[tuple[int, bytes]]:
+def _unwritten_of(events: Sequence[Event]) -> list[tuple[int, bytes]]:
+    if isinstance(events, EncodedEvents):
+        return list(events.entries)
     return [(e.seq, _entry(e.seq, e.type, e.at, e.data)) for e in events]
+
+
+class EncodedEvents(Sequence[Event]):
+    """Durable events handed to a write as the bus keeps them, decoded only when read.
+
+    A step's write can wait a while before storage runs it (at 1,000 conversations in flight nearly
+    all of them wait in the SQLite thread's queue), and as models each event and its payload were a
+    dozen objects for every full collection to walk. Read on the storage thread, they are decoded there."""
+
+    __slots__ = ("entries", "thread_id")
+
+    def __init__(self, thread_id: str, entries: list[tuple[int, bytes]]) -> None:
+        self.thread_id = thread_id
+        self.entries = entries  # (seq, `_entry`), oldest first
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return [_decoded(self.thread_id, entry) for _, entry in self.entries[index]]
+        return _decoded(self.thread_id, self.entries[index][1])
+
+    def __iter__(self) -> Iterator[Event]:
+        return (_decoded(self.thread_id, entry) for _, entry in self.entries)
+
+    @property
+    def seqs(self) -> list[int]:
+        return [seq for seq, _ in self.entries]
 
 
 class _Channel:
@@ -311,23 +348,23 @@ class EventBus:
         if self._broker is not None:
             self._broker.publish(event)
 
-    def committed(self, thread_id: str, events: list[Event]) -> None:
+    def committed(self, thread_id: str, events: Sequence[Event]) -> None:
         """The caller's commit stored `events` (taken with `take_pending`): the next
         flush lets out what waited on them without looking them up."""
         ch = self._channels.get(thread_id)
         if ch is not None and ch.held:
             ch.committed |= {e.seq for e in events if e.type in SETTLING_EVENTS}
 
-    def take_pending(self, thread_id: str) -> list[Event]:
+    def take_pending(self, thread_id: str) -> EncodedEvents:
         """Hand the unwritten durable events to a caller that writes them in its
         transaction; if that write fails, the caller hands them back (`unwritten`)."""
         ch = self._channels.get(thread_id)
         if ch is None or not ch.pending:
-            return []
+            return EncodedEvents(thread_id, [])
         pending, ch.pending = ch.pending, []
-        return [_decoded(thread_id, entry) for _, entry in pending]
+        return EncodedEvents(thread_id, pending)
 
-    def unwritten(self, thread_id: str, events: list[Event], error: BaseException) -> None:
+    def unwritten(self, thread_id: str, events: Sequence[Event], error: BaseException) -> None:
         """A write of `events` (taken with `take_pending`) failed: they are pending
         again, ahead of newer ones, so the next write stores them and the log has
         no gap. A write fenced off (the lease moved on) drops them: a stale
@@ -361,19 +398,19 @@ class EventBus:
         if not events:
             return set()
         ch = self._channels[thread_id]
-        seqs = {e.seq for e in events}
+        seqs = set(events.seqs)
         ch.writing |= seqs
         try:
             token = self._fences.get(thread_id)
             if token is None:
-                await self._storage.append_events(events)
+                await self._storage.append_events(list(events))
             else:
                 await self._storage.commit(StepWrite(thread_id=thread_id, events=events, lease_token=token))
         except DuplicateEventError:  # another process stored some of these seqs: the others are pending again
             first = min(seqs)
             found = await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)
             stored = {e.seq for e in found}
-            ch.pending[:0] = _unwritten_of([e for e in events if e.seq not in stored])
+            ch.pending[:0] = [(seq, entry) for seq, entry in events.entries if seq not in stored]
             raise
         except Exception as exc:  # cancelled: it may have committed, so it is not written again
             self.unwritten(thread_id, events, exc)

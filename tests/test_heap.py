@@ -29,6 +29,9 @@ CEILING = 220  # tracked objects per conversation in flight: 479 before the ring
 REFERENCES = 1100  # references a full collection follows per conversation in flight: 1,363 before one lease
 # heartbeat per runtime, the ring as a journal and the retry loop built at a failure, 1,131 after, 1,013 with
 # one record per conversation and durable events waiting as JSON
+WAITING_CEILING = 86  # the same per conversation waiting on its step's commit: 88 while the write held its
+# events as `Event` models, 81 with them encoded until the storage thread reads them
+WAITING_REFERENCES = 505  # 527 with the events as models, 479 encoded
 
 
 def _defs() -> Any:
@@ -72,3 +75,42 @@ def _references() -> int:
     """What a full collection follows: the references from every tracked object (its cost goes with
     these more than with the objects: docs/performance.md)."""
     return sum(len(gc.get_referents(o)) for o in gc.get_objects())
+
+
+async def test_a_conversation_waiting_on_its_commit_holds_few_objects_for_the_collector(
+    make_runtime: Any, monkeypatch: Any
+) -> None:
+    """At 1,000 in flight nearly every conversation waits in the storage queue with its step's write: the
+    answer and the events published since the last commit. Held here at that point, 100 of them."""
+    if tracing.ENABLED:
+        from opentelemetry import trace
+
+        monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    rt, model = await make_runtime(_defs(), [ScriptedResponse(text="word " * 60, chunk_size=5)] * HELD)
+    threads = [await rt.create_thread("chat") for _ in range(HELD)]
+    gate, held = asyncio.Event(), []
+    commit = rt.storage.commit
+
+    async def queued(write: Any) -> Any:  # the answer's commit waits, as behind a busy storage thread
+        if any(m.role == "assistant" for m in write.new_messages):
+            held.append(write.thread_id)
+            await gate.wait()
+        return await commit(write)
+
+    rt.storage.commit = queued  # type: ignore[method-assign]
+    for _ in range(3):
+        gc.collect()
+    before, followed = len(gc.get_objects()), _references()
+    sends = [asyncio.create_task(t.send("hello")) for t in threads]
+    for _ in range(1000):
+        if len(held) == HELD:
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(3):
+        gc.collect()
+    per_conversation = (len(gc.get_objects()) - before) / HELD
+    references = (_references() - followed) / HELD
+    gate.set()
+    await asyncio.gather(*sends)
+    assert per_conversation < WAITING_CEILING, f"{per_conversation:.0f} tracked objects per conversation waiting"
+    assert references < WAITING_REFERENCES, f"{references:.0f} references per conversation waiting"

@@ -164,11 +164,12 @@ def check_messages_belong(thread_id: str, messages: list[Message], what: str) ->
             raise ValueError(f"{what}: message {m.id} has thread_id {m.thread_id!r}, expected {thread_id!r}")
 
 
-def check_step(write: StepWrite) -> None:
+def check_step(write: StepWrite, events: Sequence[Event] | None = None) -> None:
+    """`events`: the write's events already read (they may decode as they are read, so once is enough)."""
     tid = write.thread_id
     check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
     check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
-    check_events_belong(tid, write.events, "StepWrite.events")
+    check_events_belong(tid, write.events if events is None else events, "StepWrite.events")
     if write.thread is not None and write.thread.id != tid:
         raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
 

@@ -78,7 +78,7 @@ class StepWrite:
     thread_id: str
     new_messages: list[Message] = field(default_factory=list)
     updated_messages: list[Message] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    events: Sequence[Event] = ()  # read once, by the write (the bus's may decode as they are read)
     thread: ThreadRecord | None = None  # the thread row to save (status, execution, usage)
     lease_token: int | None = None  # when set, the write is fenced by this token
 

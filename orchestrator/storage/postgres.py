@@ -403,7 +403,8 @@ class PostgresStorage(Storage):
     # -- one transaction per step ----------------------------------------------
 
     async def commit(self, write: StepWrite) -> list[Message]:
-        c.check_step(write)
+        events = list(write.events)  # read once: the bus's decode as they are read
+        c.check_step(write, events)
         async with self._connection() as conn, conn.transaction():
             await _lock_thread(conn, write.thread_id)
             if write.lease_token is not None:
@@ -411,7 +412,7 @@ class PostgresStorage(Storage):
                 c.check_fence(write.thread_id, write.lease_token, row)
             stored = await _insert_messages(conn, write.thread_id, write.new_messages)
             await _update_messages(conn, write.thread_id, write.updated_messages)
-            await _insert_events(conn, write.events)
+            await _insert_events(conn, events)
             if write.thread is not None:
                 await _save_thread(conn, write.thread)
         return stored

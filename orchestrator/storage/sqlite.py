@@ -231,8 +231,7 @@ class SQLiteStorage(Storage):
     # -- one transaction per step ----------------------------------------------
 
     async def commit(self, write: StepWrite) -> list[Message]:
-        c.check_step(write)
-        return await self._run(_write_tx, _commit, write)
+        return await self._run(_write_tx, _commit, write)  # checked on the storage thread: see `_commit`
 
     # -- leases ----------------------------------------------------------------
 
@@ -459,12 +458,16 @@ def _last_event_seq(conn: sqlite3.Connection, thread_id: str) -> int:
 
 
 def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
+    """One step's write. Its events are read here, on the storage thread, and not before: the bus hands them
+    over encoded (`events.EncodedEvents`), and a write waiting in the queue holds them as bytes."""
+    events = list(write.events)
+    c.check_step(write, events)
     _require_thread(conn, write.thread_id)
     if write.lease_token is not None:
         c.check_fence(write.thread_id, write.lease_token, _lease_row(conn, write.thread_id))
     stored = _add_messages(conn, write.thread_id, write.new_messages) if write.new_messages else []
     _update_messages(conn, write.thread_id, write.updated_messages)
-    _add_events(conn, write.events)  # `check_step` saw they are all this thread's
+    _add_events(conn, events)  # `check_step` saw they are all this thread's
     if write.thread is not None:
         _save_thread(conn, write.thread)
     return stored
