@@ -164,20 +164,23 @@ def check_messages_belong(thread_id: str, messages: list[Message], what: str) ->
             raise ValueError(f"{what}: message {m.id} has thread_id {m.thread_id!r}, expected {thread_id!r}")
 
 
-def check_step(write: StepWrite, events: Sequence[Event] | None = None) -> None:
-    """`events`: the write's events already read (they may decode as they are read, so once is enough)."""
+def check_step(write: StepWrite) -> list[Event]:
+    """Check the write belongs to one thread; returns its events, read once (the bus's decode as they are read)."""
     tid = write.thread_id
     check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
     check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
-    check_events_belong(tid, write.events if events is None else events, "StepWrite.events")
+    return check_events_belong(tid, write.events, "StepWrite.events")
     if write.thread is not None and write.thread.id != tid:
         raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
 
 
-def check_events_belong(tid: str, events: Sequence[Event], where: str) -> None:
-    for e in events:
+def check_events_belong(tid: str, events: Sequence[Event], where: str) -> list[Event]:
+    """`events`, read once into a list, each checked to be thread `tid`'s."""
+    read = list(events)
+    for e in read:
         if e.thread_id != tid:
             raise ValueError(f"{where}: event seq {e.seq} has thread_id {e.thread_id!r}, expected {tid!r}")
+    return read
 
 
 def has_more(offset: int, returned: int, total: int) -> bool:

@@ -202,14 +202,11 @@ class PostgresStorage(Storage):
     async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
         import asyncpg
 
-        c.check_events_belong(thread.id, events, "create_thread events")
+        first = c.check_events_belong(thread.id, events, "create_thread events")
         try:
-            if not events:
-                await self._p().execute(_THREAD_INSERT, *c.thread_to_row(thread))
-                return thread
             async with self._connection() as conn, conn.transaction():
                 await conn.execute(_THREAD_INSERT, *c.thread_to_row(thread))
-                await _insert_events(conn, list(events))
+                await _insert_events(conn, first)
         except asyncpg.UniqueViolationError as exc:
             raise StorageError(f"thread already exists: {thread.id!r}") from exc
         return thread
@@ -403,8 +400,7 @@ class PostgresStorage(Storage):
     # -- one transaction per step ----------------------------------------------
 
     async def commit(self, write: StepWrite) -> list[Message]:
-        events = list(write.events)  # read once: the bus's decode as they are read
-        c.check_step(write, events)
+        events = c.check_step(write)
         async with self._connection() as conn, conn.transaction():
             await _lock_thread(conn, write.thread_id)
             if write.lease_token is not None:

@@ -141,8 +141,8 @@ class SQLiteStorage(Storage):
     # -- threads ---------------------------------------------------------------
 
     async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
-        c.check_events_belong(thread.id, events, "create_thread events")
-        await self._run(_write_tx, _create_thread, thread, list(events))
+        first = c.check_events_belong(thread.id, events, "create_thread events")
+        await self._run(_write_tx, _create_thread, thread, first)
         return thread
 
     async def get_thread(self, thread_id: str) -> ThreadRecord:
@@ -460,8 +460,7 @@ def _last_event_seq(conn: sqlite3.Connection, thread_id: str) -> int:
 def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
     """One step's write. Its events are read here, on the storage thread, and not before: the bus hands them
     over encoded (`events.EncodedEvents`), and a write waiting in the queue holds them as bytes."""
-    events = list(write.events)
-    c.check_step(write, events)
+    events = c.check_step(write)
     _require_thread(conn, write.thread_id)
     if write.lease_token is not None:
         c.check_fence(write.thread_id, write.lease_token, _lease_row(conn, write.thread_id))
