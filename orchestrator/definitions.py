@@ -201,7 +201,7 @@ def define_tool(
     if execution_mode == "local":
         _check_execute(execute, with_args=args is not None)
     _check_progress_argument(progress_argument, args)
-    if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):
+    if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):  # type: ignore[unreachable]  # untyped callers
         raise DefinitionError("define_tool: 'uses' must be a tuple of tool names")
     return ToolDefinition(
         description=description,

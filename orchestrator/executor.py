@@ -393,7 +393,7 @@ class _Execution:
         try:
             return await work
         except asyncio.CancelledError:
-            if signal.aborted and task.uncancel() == 0:
+            if signal.aborted and task.uncancel() == 0:  # type: ignore[unreachable]  # aborted while awaiting
                 raise Aborted(signal.reason or "aborted") from None
             raise
         finally:

@@ -343,7 +343,8 @@ class ModelClient:
                 manager = await attempts.__anext__()  # attempt 1: the one that just failed
             with manager:
                 raise failure  # recorded as this attempt's outcome
-            manager = await attempts.__anext__()  # waits for the next attempt, or raises the failure: not retried
+            # the manager records the failure and swallows it (mypy cannot know): wait for the next attempt, or raise
+            manager = await attempts.__anext__()  # type: ignore[unreachable]
 
     async def _one_request(
         self,

@@ -504,3 +504,26 @@ async def test_sqlite_calls_run_in_order_and_hold_little_while_queued(tmp_path: 
         assert isinstance(results[0], asyncio.CancelledError)
         assert await contents(s, thread.id) == [f"m{i}" for i in range(1, 200)]
         assert per_call < 20, f"{per_call:.1f} tracked objects per queued call"  # 41 through the executor
+
+
+@pytest.mark.parametrize("part", ["new_messages", "updated_messages", "events", "thread"])
+async def test_a_step_naming_another_thread_is_refused_whole_naming_the_part(storage: Storage, part: str) -> None:
+    """A write fenced by one thread's lease must not change another thread: not its messages,
+    its event log, nor its row (status, usage, execution)."""
+    mine, other = await new_thread(storage), await new_thread(storage)
+    [old] = await storage.append_messages(mine.id, [msg(mine.id, "question")])
+    parts: dict[str, object] = {
+        "new_messages": [msg(other.id, "theirs")],
+        "updated_messages": [old.model_copy(update={"thread_id": other.id})],
+        "events": [ev(other.id, 1)],
+        "thread": other.model_copy(update={"status": "failed"}),
+    }
+    write = StepWrite(thread_id=mine.id, new_messages=[msg(mine.id, "answer")], events=[ev(mine.id, 1)])
+    setattr(write, part, parts[part])
+    with pytest.raises(ValueError, match=f"StepWrite.{part}.*expected '{mine.id}'"):
+        await storage.commit(write)
+    assert await contents(storage, mine.id) == ["question"]
+    assert await contents(storage, other.id) == []
+    assert await storage.last_event_seq(mine.id) == 0
+    assert await storage.last_event_seq(other.id) == 0
+    assert (await storage.get_thread(other.id)).status == "idle"

@@ -335,7 +335,7 @@ def _check_imports(imports: list[str] | None, language: str) -> list[str]:
     allowed = PYTHON_IMPORTS if language == "python" else JAVASCRIPT_IMPORTS
     if imports is None:
         return sorted(allowed)
-    if isinstance(imports, str) or not all(isinstance(name, str) for name in imports):
+    if isinstance(imports, str) or not all(isinstance(name, str) for name in imports):  # type: ignore[unreachable]  # model input
         raise ValueError("run_code: 'imports' must be a list of names")
     unknown = sorted(set(imports) - allowed)
     if unknown:

@@ -169,9 +169,9 @@ def check_step(write: StepWrite) -> list[Event]:
     tid = write.thread_id
     check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
     check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
-    return check_events_belong(tid, write.events, "StepWrite.events")
     if write.thread is not None and write.thread.id != tid:
         raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
+    return check_events_belong(tid, write.events, "StepWrite.events")
 
 
 def check_events_belong(tid: str, events: Sequence[Event], where: str) -> list[Event]:
