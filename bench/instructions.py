@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,60 +35,14 @@ _LABELS = {
 _WARM_UP = 8
 
 
-def _client_loop(url: str) -> Any:
-    """The bare loop's shape with `ModelClient.stream` where the loop calls `acompletion`."""
-    from bench.contenders.loops import _Loop
-    from providers.client import ModelClient
-    from providers.config import config_from_dict
-    from providers.stream import TextDelta, ToolCallDelta
-
-    class ClientLoop(_Loop):
-        def __init__(self) -> None:
-            self._client: ModelClient | None = None
-
-        async def _step(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-            if self._client is None:
-                provider = {"type": "openai", "base_url": f"{url}/v1", "api_key": "bench", "stream": "litellm"}
-                self._client = ModelClient(
-                    config_from_dict(
-                        {
-                            "providers": {"bench": provider},
-                            "models": {"bench": {"provider": "bench", "model": model, "retry": {"attempts": 1}}},
-                            "default_model": "bench",
-                        }
-                    )
-                )
-            text: list[str] = []
-            calls: dict[int, dict[str, Any]] = {}
-            async for item in self._client.stream("bench", messages, tools=tools):
-                if isinstance(item, TextDelta):
-                    text.append(item.text)
-                elif isinstance(item, ToolCallDelta):
-                    slot = calls.setdefault(item.index, {"id": item.id, "name": "", "parts": []})
-                    slot["name"] += item.name or ""
-                    slot["parts"].append(item.arguments)
-            message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-            if calls:
-                message["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": "".join(c["parts"])},
-                    }
-                    for _, c in sorted(calls.items())
-                ]
-            return message
-
-    return ClientLoop()
-
-
 async def _count(url: str, key: str, conversations: int) -> None:
     """Runs inside valgrind: warm up, then switch instrumentation on for the counted conversations."""
     from bench.contenders import make
+    from bench.contenders.loops import ModelClientLoop
     from bench.fake_provider import model_name
 
     model = model_name("b", chunks=50)
-    contender = _client_loop(url) if key == "client" else make("runtime_litellm" if key == "replayed" else key, url)
+    contender = ModelClientLoop(url) if key == "client" else make("runtime_litellm" if key == "replayed" else key, url)
     run = contender.own_conversation if key == "replayed" else contender.conversation
     for _ in range(_WARM_UP):
         await run("b", model)

@@ -4,7 +4,8 @@
 `litellm.acompletion`, gather text and tool-call deltas, run the tools, repeat.
 It runs on the HTTP transport the runtime uses (httpx) unless `aiohttp=True`
 (LiteLLM's own default). `OpenAILoop` is the same loop on the `openai` SDK: the
-floor of the floors.
+floor of the floors. `ModelClientLoop` reads through the runtime's provider layer
+(bench/gap.py).
 """
 
 from __future__ import annotations
@@ -37,13 +38,7 @@ class _Loop:
                 if call.function is not None:
                     slot["name"] += call.function.name or ""
                     slot["parts"].append(call.function.arguments or "")
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-        if calls:
-            message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": "".join(c["parts"])}}
-                for _, c in sorted(calls.items())
-            ]
-        return message
+        return _assistant(text, calls)
 
     async def _agent(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         """Steps until an answer without tool calls; parallel calls run concurrently."""
@@ -77,6 +72,17 @@ class _Loop:
 
     async def close(self) -> None:
         pass
+
+
+def _assistant(text: list[str], calls: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The assistant message a step's gathered deltas make."""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": "".join(c["parts"])}}
+            for _, c in sorted(calls.items())
+        ]
+    return message
 
 
 async def _run(call: dict[str, Any]) -> dict[str, Any]:
@@ -137,3 +143,41 @@ class OpenAILoop(_Loop):
 
     async def close(self) -> None:
         await self._client.close()
+
+
+class ModelClientLoop(_Loop):
+    """The same loop reading through the runtime's provider layer alone (`providers.client.ModelClient`,
+    a provider with `stream: litellm`): no executor, storage or events. Against `LiteLLMLoop` it is
+    what the provider layer adds (retries, the idle deadline, the tap, the neutral items); see bench/gap.py."""
+
+    def __init__(self, base_url: str, *, wire: str = "openai") -> None:
+        self.name = f"ModelClient loop ({wire}, stream: litellm)"
+        self._wire = wire
+        self._base = f"{base_url}/v1" if wire == "openai" else base_url
+        self._clients: dict[str, Any] = {}  # per model name: a config names one model
+
+    def _client(self, model: str) -> Any:
+        if model not in self._clients:
+            from providers.client import ModelClient
+            from providers.config import config_from_dict
+
+            provider = {"type": self._wire, "base_url": self._base, "api_key": "bench", "stream": "litellm"}
+            alias = {"provider": "bench", "model": model, "retry": {"attempts": 1}, "timeout": 600}
+            config = config_from_dict({"providers": {"bench": provider}, "models": {"bench": alias}})
+            self._clients[model] = ModelClient(config)
+        return self._clients[model]
+
+    async def _step(self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        from providers.stream import TextDelta, ToolCallDelta
+
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        async for item in self._client(model).stream("bench", messages, tools=tools or None):
+            if isinstance(item, TextDelta):
+                text.append(item.text)
+            elif isinstance(item, ToolCallDelta):
+                slot = calls.setdefault(item.index, {"id": item.id, "name": "", "parts": []})
+                slot["id"] = slot["id"] or item.id
+                slot["name"] += item.name or ""
+                slot["parts"].append(item.arguments)
+        return _assistant(text, calls)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +107,20 @@ class _Replay:
 class RuntimeContender:
     name = "this runtime"
 
-    def __init__(self, base_url: str, *, stream: str = "auto", gc_freeze: bool = True, wire: str = "openai") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        stream: str = "auto",
+        gc_freeze: bool = True,
+        wire: str = "openai",
+        storage: Callable[[Path], Any] | None = None,
+    ) -> None:
         self._base = f"{base_url}/v1" if wire == "openai" else base_url  # LiteLLM adds /v1/messages and /models/...
         self._wire = wire
         self._stream = stream  # the provider's `stream` setting: auto (as shipped) or litellm
         self._gc_freeze = gc_freeze
+        self._storage = storage  # opens the storage for a database path (bench/gap.py); default: SQLite there
         self._opening = asyncio.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-runtime-")
         self._runtimes: dict[tuple[str, str], Any] = {}
@@ -147,7 +156,7 @@ class RuntimeContender:
         runtime = Runtime(
             self._definitions(scenario),
             config=config,
-            storage=open_storage(f"sqlite:///{db}"),
+            storage=self._storage(db) if self._storage else open_storage(f"sqlite:///{db}"),
             client=client,
             settings=RuntimeSettings(gc_freeze=self._gc_freeze),
         )

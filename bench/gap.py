@@ -1,0 +1,107 @@
+"""Where the `stream: litellm` path's distance to a bare `acompletion` loop goes (issue 14, item 5).
+
+    .venv/bin/python bench/gap.py [rounds] [--wire openai|anthropic|gemini] [--scenario b|c]
+
+Five contenders in this one process against one fake provider, each round running three
+conversations of each in a fresh random order, then the median of the per-round ratios to the
+bare loop:
+
+- the bare loop, twice: the second copy is the noise floor (it should read x1.00; a fixed order
+  put it 2-4% off on this machine, whichever contender ran right after another paying for it);
+- the same loop reading through the runtime's `ModelClient`: what the provider layer adds;
+- the runtime, `stream: litellm`, as shipped;
+- the runtime with its storage's commits answered at once in memory (no SQLite, no thread hop):
+  what is left with no commit at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from bench.contenders.loops import LiteLLMLoop, ModelClientLoop
+from bench.contenders.runtime import RuntimeContender
+from bench.fake_provider import model_name
+from bench.run import fake_server
+from orchestrator.messages import Message
+from orchestrator.storage import StepWrite
+from orchestrator.storage.sqlite import SQLiteStorage
+
+_PER_ROUND = 3  # conversations of each contender per round
+
+
+class _InstantCommits(SQLiteStorage):
+    """Commits answered at once, in memory: messages numbered per thread, nothing written.
+    Everything else (the thread, the lease, the history) still goes to SQLite."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self._last: dict[str, int] = {}
+
+    async def commit(self, write: StepWrite) -> list[Message]:
+        last = self._last.get(write.thread_id, 0)
+        self._last[write.thread_id] = last + len(write.new_messages)
+        return [m.model_copy(update={"seq": last + i}) for i, m in enumerate(write.new_messages, start=1)]
+
+
+def _contenders(url: str, wire: str) -> dict[str, Any]:
+    return {
+        "bare acompletion loop": LiteLLMLoop(url, wire=wire),
+        "bare acompletion loop, again (noise floor)": LiteLLMLoop(url, wire=wire),
+        "the loop through ModelClient (provider layer)": ModelClientLoop(url, wire=wire),
+        "this runtime, stream: litellm": RuntimeContender(url, stream="litellm", wire=wire),
+        "this runtime, commits free": RuntimeContender(url, stream="litellm", wire=wire, storage=_InstantCommits),
+    }
+
+
+async def _measure(url: str, wire: str, scenario: str, rounds: int) -> None:
+    model = model_name(scenario, chunks=20)
+    contenders = _contenders(url, wire)
+    times: dict[str, list[tuple[float, float]]] = {key: [] for key in contenders}
+    for warm in (True, False):
+        for _ in range(2 if warm else rounds):
+            order = list(contenders.items())
+            random.shuffle(order)
+            for key, contender in order:
+                wall, cpu = time.perf_counter(), time.process_time()
+                for _ in range(_PER_ROUND):
+                    await contender.conversation(scenario, model)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                if not warm:
+                    times[key].append((wall / _PER_ROUND, cpu / _PER_ROUND))
+    bare = times["bare acompletion loop"]
+    print(f"scenario {scenario}, {wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round")
+    print("| contender | wall ms | x bare (wall) | CPU ms | x bare (CPU) |\n|---|---:|---:|---:|---:|")
+    for key, rows in times.items():
+        wall = statistics.median(a[0] / b[0] for a, b in zip(rows, bare, strict=True))
+        cpu = statistics.median(a[1] / b[1] for a, b in zip(rows, bare, strict=True))
+        print(
+            f"| {key} | {statistics.median(r[0] for r in rows) * 1000:.1f} | x{wall:.3f} "
+            f"| {statistics.median(r[1] for r in rows) * 1000:.1f} | x{cpu:.3f} |"
+        )
+    for contender in contenders.values():
+        await contender.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("rounds", nargs="?", type=int, default=40)
+    parser.add_argument("--wire", choices=("openai", "anthropic", "gemini"), default="openai")
+    parser.add_argument("--scenario", choices=("b", "c"), default="b")
+    args = parser.parse_args()
+    with fake_server() as url:
+        asyncio.run(_measure(url, args.wire, args.scenario, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
