@@ -23,6 +23,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,31 +65,52 @@ def _contenders(url: str, wire: str) -> dict[str, Any]:
     }
 
 
-async def _measure(url: str, wire: str, scenario: str, rounds: int) -> None:
-    model = model_name(scenario, chunks=20)
-    contenders = _contenders(url, wire)
-    times: dict[str, list[tuple[float, float]]] = {key: [] for key in contenders}
+Times = dict[str, list[tuple[float, float]]]  # contender -> (wall, CPU) seconds per conversation, one per round
+
+
+async def interleaved(
+    contenders: dict[str, Any],
+    scenario: str,
+    model: str,
+    rounds: int,
+    before: Callable[[str], None] | None = None,
+) -> Times:
+    """`_PER_ROUND` conversations of each contender per round, in a fresh random order every round, after two
+    rounds of warm-up; `before(key)` runs before each contender's turn (bench/handoff.py swaps the storage's calls)."""
+    times: Times = {key: [] for key in contenders}
     for warm in (True, False):
         for _ in range(2 if warm else rounds):
             order = list(contenders.items())
             random.shuffle(order)
             for key, contender in order:
+                if before is not None:
+                    before(key)
                 wall, cpu = time.perf_counter(), time.process_time()
                 for _ in range(_PER_ROUND):
                     await contender.conversation(scenario, model)
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 if not warm:
                     times[key].append((wall / _PER_ROUND, cpu / _PER_ROUND))
-    bare = times["bare acompletion loop"]
-    print(f"scenario {scenario}, {wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round")
-    print("| contender | wall ms | x bare (wall) | CPU ms | x bare (CPU) |\n|---|---:|---:|---:|---:|")
+    return times
+
+
+def print_ratios(times: Times, base: str, first_column: str) -> None:
+    """A markdown table: medians per contender, and the median of its per-round ratios to `base`."""
+    print(f"| {first_column} | wall ms | x bare (wall) | CPU ms | x bare (CPU) |\n|---|---:|---:|---:|---:|")
     for key, rows in times.items():
-        wall = statistics.median(a[0] / b[0] for a, b in zip(rows, bare, strict=True))
-        cpu = statistics.median(a[1] / b[1] for a, b in zip(rows, bare, strict=True))
+        wall = statistics.median(a[0] / b[0] for a, b in zip(rows, times[base], strict=True))
+        cpu = statistics.median(a[1] / b[1] for a, b in zip(rows, times[base], strict=True))
         print(
             f"| {key} | {statistics.median(r[0] for r in rows) * 1000:.1f} | x{wall:.3f} "
             f"| {statistics.median(r[1] for r in rows) * 1000:.1f} | x{cpu:.3f} |"
         )
+
+
+async def _measure(url: str, wire: str, scenario: str, rounds: int) -> None:
+    contenders = _contenders(url, wire)
+    times = await interleaved(contenders, scenario, model_name(scenario, chunks=20), rounds)
+    print(f"scenario {scenario}, {wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round")
+    print_ratios(times, "bare acompletion loop", "contender")
     for contender in contenders.values():
         await contender.close()
 

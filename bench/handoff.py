@@ -9,7 +9,8 @@ making its SQLite calls (a) through `run_in_executor` on a one-worker pool, as b
 loop, an experiment only (a lock held by another process would block the loop). First, the
 latency of one call alone (`get_thread`, 2,000 in a row, each way twice). Ratios to the
 bare loop are paired per round, then the median: this machine's runs drift by more than the
-differences measured. The storage's private `_run` is swapped per contender turn.
+differences measured. The contenders run in a fresh random order every round (`bench/gap.py`).
+The storage's private `_run` is swapped per contender turn.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.contenders import make
 from bench.fake_provider import model_name
+from bench.gap import interleaved, print_ratios
 from bench.run import fake_server
 from orchestrator.storage import sqlite
 
@@ -48,29 +49,15 @@ _WAYS = {"run_in_executor (before)": _executor, "own thread (shipped)": _SHIPPED
 
 
 async def _measure(url: str, rounds: int) -> None:
-    model = model_name("b", chunks=50)
     contenders = {"bare litellm loop": make("litellm", url)} | {way: make("runtime_litellm", url) for way in _WAYS}
-    times: dict[str, list[tuple[float, float]]] = {key: [] for key in contenders}
-    for warm in (True, False):
-        for _ in range(3 if warm else rounds):
-            for key, contender in contenders.items():
-                sqlite.SQLiteStorage._run = _WAYS.get(key, _SHIPPED)  # type: ignore[method-assign]
-                wall, cpu = time.perf_counter(), time.process_time()
-                for _ in range(3):
-                    await contender.conversation("b", model)
-                if not warm:
-                    times[key].append(((time.perf_counter() - wall) / 3, (time.process_time() - cpu) / 3))
+
+    def swap(key: str) -> None:
+        sqlite.SQLiteStorage._run = _WAYS.get(key, _SHIPPED)  # type: ignore[method-assign]
+
+    times = await interleaved(contenders, "b", model_name("b", chunks=50), rounds, before=swap)
     sqlite.SQLiteStorage._run = _SHIPPED  # type: ignore[method-assign]
-    bare = times["bare litellm loop"]
     print(f"scenario b, stream: litellm (LiteLLM's stream), {rounds} rounds; paired median ratio to the bare loop")
-    print("| SQLite calls | wall ms | x bare (wall) | CPU ms | x bare (CPU) |\n|---|---:|---:|---:|---:|")
-    for key, rows in times.items():
-        wall = statistics.median(a[0] / b[0] for a, b in zip(rows, bare, strict=True))
-        cpu = statistics.median(a[1] / b[1] for a, b in zip(rows, bare, strict=True))
-        print(
-            f"| {key} | {statistics.median(r[0] for r in rows) * 1000:.1f} | x{wall:.3f} "
-            f"| {statistics.median(r[1] for r in rows) * 1000:.1f} | x{cpu:.3f} |"
-        )
+    print_ratios(times, "bare litellm loop", "SQLite calls")
     for contender in contenders.values():
         await contender.close()
 
