@@ -36,14 +36,14 @@ import itertools
 import os
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from .env import SecretScopes
-from .messages import Event, ThreadRecord
+from .messages import EncodedEvents, Event, ThreadRecord, event_of
 from .storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
 
 if TYPE_CHECKING:
@@ -52,10 +52,6 @@ if TYPE_CHECKING:
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
 _RING_SIZE = 2048
-_EVERY_FIELD = set(Event.model_fields)
-"""The fields set of every `Event` the bus builds: all of them are given, so one shared set says what a set
-per event would (pydantic adds a field's name on assignment, already there), and the events waiting for
-their commit hold no set of their own for the collector to walk."""
 SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
 _log = structlog.get_logger("orchestrator.events")
 
@@ -98,21 +94,25 @@ class _Ring:
         self._journal = bytearray()
         self._starts = array("q")  # where each entry begins in the journal, oldest first
 
-    def append(self, seq: int, type_: str, at: float, data: object, entry: bytes | None = None) -> None:
-        """Keep one event; `entry`: the same event already encoded (`_entry`), for a durable one."""
+    def append(self, seq: int, type_: str, at: float, data: object, payload: bytes | None = None) -> None:
+        """Keep one event; `payload`: its data already encoded (`_payload`), for a durable one."""
         if len(self._starts) >= 2 * _RING_SIZE:  # the older half goes at once: O(1) per entry on average
             cut = self._starts[-_RING_SIZE]
             del self._journal[:cut]
             self._starts = array("q", [start - cut for start in self._starts[-_RING_SIZE:]])
         self._starts.append(len(self._journal))
-        self._journal += entry if entry is not None else to_json((seq, type_, at, data), fallback=str)
+        if payload is None:
+            self._journal += to_json((seq, type_, at, data), fallback=str)
+        else:
+            self._journal += b"[%d,%b,%b,%b]" % (seq, to_json(type_), to_json(at), payload)
 
     def after(self, thread_id: str, after: int) -> list[Event]:
         """The kept events numbered above `after`, oldest first."""
         events: list[Event] = []
         end = len(self._journal)
         for begin in reversed(self._starts[-_RING_SIZE:]):
-            event = _decoded(thread_id, self._journal[begin:end])
+            seq, type_, at, data = from_json(self._journal[begin:end])
+            event = event_of(thread_id, seq, type_, at, data)
             if event.seq <= after:
                 break
             events.append(event)
@@ -121,59 +121,19 @@ class _Ring:
         return events
 
 
-def _entry(seq: int, type_: str, at: float, data: object) -> bytes:
-    """A durable event as JSON, the way the ring keeps it. Encoded when published: a payload storage could not
-    write fails there, at its emission site, not in the commit of a step that had nothing to do with it."""
+def _payload(type_: str, data: object) -> bytes:
+    """A durable event's data as the log stores it. Encoded when published: a payload storage could not write
+    fails there, at its emission site, not in the commit of a step that had nothing to do with it."""
     try:
-        return to_json((seq, type_, at, data))
+        return to_json(data)
     except PydanticSerializationError as exc:
         raise ValueError(f"event {type_!r}: its data cannot be stored as JSON ({exc})") from None
 
 
-def _decoded(thread_id: str, entry: bytes | bytearray) -> Event:
-    seq, type_, at, data = from_json(entry)
-    return Event.model_construct(_EVERY_FIELD, thread_id=thread_id, seq=seq, type=type_, data=data, at=at)
-
-
-def _unwritten_of(events: Sequence[Event]) -> list[tuple[int, bytes]]:
+def _entries_of(events: Sequence[Event]) -> list[tuple[int, str, float, bytes]]:
     if isinstance(events, EncodedEvents):
         return list(events.entries)
-    return [(e.seq, _entry(e.seq, e.type, e.at, e.data)) for e in events]
-
-
-class EncodedEvents(Sequence[Event]):
-    """Durable events handed to a write as the bus keeps them, decoded only when read.
-
-    A step's write can wait a while before storage runs it (at 1,000 conversations in flight nearly
-    all of them wait in the SQLite thread's queue), and as models each event and its payload were a
-    dozen objects for every full collection to walk. Read on the storage thread, they are decoded there."""
-
-    __slots__ = ("entries", "thread_id")
-
-    def __init__(self, thread_id: str, entries: list[tuple[int, bytes]]) -> None:
-        self.thread_id = thread_id
-        self.entries = entries  # (seq, `_entry`), oldest first
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Event]: ...
-
-    def __getitem__(self, index: int | slice) -> Event | list[Event]:
-        if isinstance(index, slice):
-            return [_decoded(self.thread_id, entry) for _, entry in self.entries[index]]
-        return _decoded(self.thread_id, self.entries[index][1])
-
-    def __iter__(self) -> Iterator[Event]:
-        return (_decoded(self.thread_id, entry) for _, entry in self.entries)
-
-    @property
-    def seqs(self) -> list[int]:
-        return [seq for seq, _ in self.entries]
+    return [(e.seq, e.type, e.at, _payload(e.type, e.data)) for e in events]
 
 
 class _Channel:
@@ -183,9 +143,9 @@ class _Channel:
         self.seq = seq
         self.ring = _Ring()
         self.subscribers: set[asyncio.Queue[Event | None]] = set()
-        # durable events not yet written, as (seq, `_entry`): held until the next commit, mostly while a model
-        # answers, as JSON they are nothing for the collector to walk (an Event and its payload were a dozen objects)
-        self.pending: list[tuple[int, bytes]] = []
+        # durable events not yet written, as `EncodedEvents` entries: held until the next commit, mostly while a
+        # model answers, as JSON they are nothing for the collector to walk (an Event and its payload were a dozen)
+        self.pending: list[tuple[int, str, float, bytes]] = []
         self.flushing: asyncio.Task[None] | None = None
         self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
         self.writing: set[int] = set()  # seqs the bus itself is writing now
@@ -296,19 +256,17 @@ class EventBus:
         seq, data = self._numbered(ch, thread_id, type, data)
         at = time.time()
         try:
-            entry = None if type in EPHEMERAL_EVENTS else _entry(seq, type, at, data)
+            payload = None if type in EPHEMERAL_EVENTS else _payload(type, data)
         except ValueError:
             ch.seq -= 1  # refused: it takes no number, as a payload its check refuses takes none
             raise
-        event = Event.model_construct(
-            _EVERY_FIELD, thread_id=thread_id, seq=seq, type=type, data=data, at=at
-        )  # fields are ours: skip validation
+        event = event_of(thread_id, seq, type, at, data)
         if ch.held or type in SETTLING_EVENTS:
             ch.held.append(event)
         else:
-            self._go_live(ch, event, entry)
-        if entry is not None:
-            ch.pending.append((seq, entry))
+            self._go_live(ch, event, payload)
+        if payload is not None:
+            ch.pending.append((seq, type, at, payload))
             if not defer and ch.flushing is None:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
@@ -340,8 +298,8 @@ class EventBus:
             data = redactor.data(data)
         return ch.seq, data
 
-    def _go_live(self, ch: _Channel, event: Event, entry: bytes | None = None) -> None:
-        ch.ring.append(event.seq, event.type, event.at, event.data, entry)
+    def _go_live(self, ch: _Channel, event: Event, payload: bytes | None = None) -> None:
+        ch.ring.append(event.seq, event.type, event.at, event.data, payload)
         for queue in list(ch.subscribers):
             if not offer(queue, event):
                 ch.subscribers.discard(queue)
@@ -353,7 +311,11 @@ class EventBus:
         flush lets out what waited on them without looking them up."""
         ch = self._channels.get(thread_id)
         if ch is not None and ch.held:
-            ch.committed |= {e.seq for e in events if e.type in SETTLING_EVENTS}
+            if isinstance(events, EncodedEvents):
+                kinds = [(seq, type_) for seq, type_, _, _ in events.entries]
+            else:
+                kinds = [(e.seq, e.type) for e in events]
+            ch.committed |= {seq for seq, type_ in kinds if type_ in SETTLING_EVENTS}
 
     def take_pending(self, thread_id: str) -> EncodedEvents:
         """Hand the unwritten durable events to a caller that writes them in its
@@ -375,7 +337,7 @@ class EventBus:
         if isinstance(error, (StaleLeaseError, DuplicateEventError)):  # writing them again cannot succeed
             _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(events), error=str(error))
             return
-        ch.pending[:0] = _unwritten_of(events)
+        ch.pending[:0] = _entries_of(events)
 
     async def flush(self, thread_id: str) -> None:
         """Write what is pending (after a background write under way), let out
@@ -410,7 +372,7 @@ class EventBus:
             first = min(seqs)
             found = await self._storage.events_after(thread_id, first - 1, limit=max(seqs) - first + 1)
             stored = {e.seq for e in found}
-            ch.pending[:0] = [(seq, entry) for seq, entry in events.entries if seq not in stored]
+            ch.pending[:0] = [entry for entry in events.entries if entry[0] not in stored]
             raise
         except Exception as exc:  # cancelled: it may have committed, so it is not written again
             self.unwritten(thread_id, events, exc)
@@ -428,7 +390,7 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if ch is None or not ch.held:
             return
-        waiting = {seq for seq, _ in ch.pending} | ch.writing
+        waiting = {entry[0] for entry in ch.pending} | ch.writing
         ready = list(itertools.takewhile(lambda e: e.type not in SETTLING_EVENTS or e.seq not in waiting, ch.held))
         written = written | ch.committed
         unknown = [e.seq for e in ready if e.type in SETTLING_EVENTS and e.seq not in written]
@@ -489,7 +451,7 @@ class EventBus:
         ch = self._channels[thread_id]
         ring_now = ch.ring.after(thread_id, after)
         held_from = ch.held[0].seq if ch.held else None  # not live yet: the queue gets those in order
-        pending_now = [_decoded(thread_id, entry) for seq, entry in ch.pending if held_from is None or seq < held_from]
+        pending_now = [e for e in EncodedEvents(thread_id, ch.pending) if held_from is None or e.seq < held_from]
         stored = await self._storage.events_after(thread_id, after)
         by_seq = {e.seq: e for e in stored}
         for e in pending_now + ring_now:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import from_json
 
 from providers.stream import FinishReason
 
@@ -142,3 +144,54 @@ class Event(BaseModel):
     type: str
     data: Any = None
     at: float = Field(default_factory=time.time)
+
+
+_EVENT_FIELDS = set(Event.model_fields)
+"""The fields set of every event built by `event_of`: all fields are given, so one shared set says what a set per
+event would (pydantic adds a field's name on assignment, already there)."""
+
+
+def event_of(thread_id: str, seq: int, type: str, at: float, data: Any) -> Event:
+    """An `Event` from fields that are ours: no validation, and no fields set of its own for the collector to walk
+    while it waits to be stored or read."""
+    return Event.model_construct(_EVENT_FIELDS, thread_id=thread_id, seq=seq, type=type, data=data, at=at)
+
+
+class EncodedEvents(Sequence[Event]):
+    """One thread's durable events as the log stores them: `(seq, type, at, data as JSON)`.
+
+    The event bus hands a step's write its events this way. The write can wait a while before storage
+    runs it (at 1,000 conversations in flight nearly all of them wait in the SQLite thread's queue), and
+    as models each event and its payload were a dozen objects for every full collection to walk. Storage
+    writes the rows as they are; reading the sequence decodes each event."""
+
+    __slots__ = ("entries", "thread_id")
+
+    def __init__(self, thread_id: str, entries: list[tuple[int, str, float, bytes]]) -> None:
+        self.thread_id = thread_id
+        self.entries = entries  # oldest first
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return [self._decoded(entry) for entry in self.entries[index]]
+        return self._decoded(self.entries[index])
+
+    def __iter__(self) -> Iterator[Event]:
+        return (self._decoded(entry) for entry in self.entries)
+
+    @property
+    def seqs(self) -> list[int]:
+        return [entry[0] for entry in self.entries]
+
+    def _decoded(self, entry: tuple[int, str, float, bytes]) -> Event:
+        seq, type_, at, data = entry
+        return event_of(self.thread_id, seq, type_, at, from_json(data))

@@ -202,7 +202,7 @@ class PostgresStorage(Storage):
     async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
         import asyncpg
 
-        first = c.check_events_belong(thread.id, events, "create_thread events")
+        first = c.event_rows(thread.id, events, "create_thread events")
         try:
             async with self._connection() as conn, conn.transaction():
                 await conn.execute(_THREAD_INSERT, *c.thread_to_row(thread))
@@ -380,7 +380,7 @@ class PostgresStorage(Storage):
 
     async def append_events(self, events: list[Event]) -> None:
         async with self._connection() as conn, conn.transaction():
-            await _insert_events(conn, events)
+            await _insert_events(conn, [c.event_row(e) for e in events])
 
     async def events_after(self, thread_id: str, after: int, limit: int | None = None) -> list[Event]:
         c.check_page(limit, 0)
@@ -491,23 +491,16 @@ async def _update_messages(conn: Any, thread_id: str, messages: list[Message]) -
             raise c.message_not_found(thread_id, m.id)
 
 
-async def _insert_events(conn: Any, events: list[Event]) -> None:
+async def _insert_events(conn: Any, rows: list[c.EventRow]) -> None:
     import asyncpg
 
-    for thread_id in dict.fromkeys(e.thread_id for e in events):
+    for thread_id in dict.fromkeys(row[0] for row in rows):
         await _require_thread(conn, thread_id)
-    for e in events:
+    for row in rows:
         try:
-            await conn.execute(
-                "INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5)",
-                e.thread_id,
-                e.seq,
-                e.type,
-                c.event_data(e),
-                e.at,
-            )
+            await conn.execute("INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5)", *row)
         except asyncpg.UniqueViolationError as exc:
-            raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
+            raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}") from exc
 
 
 async def _acquire_lease(conn: Any, thread_id: str, owner: str, ttl: float, now: float) -> Lease:

@@ -141,7 +141,7 @@ class SQLiteStorage(Storage):
     # -- threads ---------------------------------------------------------------
 
     async def create_thread(self, thread: ThreadRecord, events: Sequence[Event] = ()) -> ThreadRecord:
-        first = c.check_events_belong(thread.id, events, "create_thread events")
+        first = c.event_rows(thread.id, events, "create_thread events")
         await self._run(_write_tx, _create_thread, thread, first)
         return thread
 
@@ -264,7 +264,7 @@ def _require_thread(conn: sqlite3.Connection, thread_id: str) -> None:
         raise c.thread_not_found(thread_id)
 
 
-def _create_thread(conn: sqlite3.Connection, thread: ThreadRecord, events: list[Event]) -> None:
+def _create_thread(conn: sqlite3.Connection, thread: ThreadRecord, events: list[c.EventRow]) -> None:
     try:
         conn.execute(_THREAD_INSERT, c.thread_to_row(thread))
     except sqlite3.IntegrityError as exc:
@@ -424,18 +424,15 @@ def _get_file(conn: sqlite3.Connection, thread_id: str, file_id: str) -> tuple[A
 def _insert_events(conn: sqlite3.Connection, events: list[Event]) -> None:
     for thread_id in dict.fromkeys(e.thread_id for e in events):
         _require_thread(conn, thread_id)
-    _add_events(conn, events)
+    _add_events(conn, [c.event_row(e) for e in events])
 
 
-def _add_events(conn: sqlite3.Connection, events: list[Event]) -> None:
-    for e in events:
+def _add_events(conn: sqlite3.Connection, rows: list[c.EventRow]) -> None:
+    for row in rows:
         try:
-            conn.execute(
-                "INSERT INTO events (thread_id, seq, type, data, at) VALUES (?, ?, ?, ?, ?)",
-                (e.thread_id, e.seq, e.type, c.event_data(e), e.at),
-            )
+            conn.execute("INSERT INTO events (thread_id, seq, type, data, at) VALUES (?, ?, ?, ?, ?)", row)
         except sqlite3.IntegrityError as exc:
-            raise DuplicateEventError(f"event seq {e.seq} already exists in thread {e.thread_id!r}") from exc
+            raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}") from exc
 
 
 def _events_after(conn: sqlite3.Connection, thread_id: str, after: int, limit: int | None) -> list[Event]:
@@ -458,8 +455,8 @@ def _last_event_seq(conn: sqlite3.Connection, thread_id: str) -> int:
 
 
 def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
-    """One step's write. Its events are read here, on the storage thread, and not before: the bus hands them
-    over encoded (`events.EncodedEvents`), and a write waiting in the queue holds them as bytes."""
+    """One step's write, checked here on the storage thread: the bus hands its events over as rows
+    (`EncodedEvents`), written as they are."""
     events = c.check_step(write)
     _require_thread(conn, write.thread_id)
     if write.lease_token is not None:
