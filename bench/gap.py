@@ -1,8 +1,9 @@
 """Where the `stream: litellm` path's distance to a bare `acompletion` loop goes (issue 14, item 5).
 
     .venv/bin/python bench/gap.py [rounds] [--wire openai|anthropic|gemini] [--scenario b|c]
+                                  [--chunks N] [--size N]
 
-Five contenders in this one process against one fake provider, each round running three
+Contenders in this one process against one fake provider, each round running three
 conversations of each in a fresh random order, then the median of the per-round ratios to the
 bare loop:
 
@@ -11,7 +12,15 @@ bare loop:
 - the same loop reading through the runtime's `ModelClient`: what the provider layer adds;
 - the runtime, `stream: litellm`, as shipped;
 - the runtime with its storage's commits answered at once in memory (no SQLite, no thread hop):
-  what is left with no commit at all.
+  what is left with no commit at all;
+- the runtime with its model replayed from memory (no HTTP, no LiteLLM): its own work alone;
+- the bare loop, then the runtime replayed, one after the other: the sum of the parts. Against
+  the runtime as shipped it shows what running the two together costs beyond the parts.
+
+`--chunks` and `--size` shape the answer (text chunks, characters per chunk; tool arguments are
+cut in pieces of `size` too). The default, 20 chunks of 8, is `python -m bench`'s scenario b;
+`--chunks 50 --size 1` is the conversation issue 14 measured (a 50-chunk answer, 16-23 pieces per
+tool argument).
 """
 
 from __future__ import annotations
@@ -55,13 +64,34 @@ class _InstantCommits(SQLiteStorage):
         return [m.model_copy(update={"seq": last + i}) for i, m in enumerate(write.new_messages, start=1)]
 
 
+class _Replayed:
+    """The runtime with its model replayed (`RuntimeContender.own_conversation`), after `before` if given."""
+
+    def __init__(self, runtime: RuntimeContender, before: LiteLLMLoop | None = None) -> None:
+        self._runtime = runtime
+        self._before = before
+
+    async def conversation(self, scenario: str, model: str) -> int:
+        if self._before is not None:
+            await self._before.conversation(scenario, model)
+        return await self._runtime.own_conversation(scenario, model)
+
+    async def close(self) -> None:
+        await self._runtime.close()
+
+
 def _contenders(url: str, wire: str) -> dict[str, Any]:
+    def runtime() -> RuntimeContender:
+        return RuntimeContender(url, stream="litellm", wire=wire)
+
     return {
         "bare acompletion loop": LiteLLMLoop(url, wire=wire),
         "bare acompletion loop, again (noise floor)": LiteLLMLoop(url, wire=wire),
         "the loop through ModelClient (provider layer)": ModelClientLoop(url, wire=wire),
-        "this runtime, stream: litellm": RuntimeContender(url, stream="litellm", wire=wire),
+        "this runtime, stream: litellm": runtime(),
         "this runtime, commits free": RuntimeContender(url, stream="litellm", wire=wire, storage=_InstantCommits),
+        "this runtime, model replayed (its own work)": _Replayed(runtime()),
+        "bare loop, then the runtime replayed (sum of parts)": _Replayed(runtime(), LiteLLMLoop(url, wire=wire)),
     }
 
 
@@ -106,10 +136,13 @@ def print_ratios(times: Times, base: str, first_column: str) -> None:
         )
 
 
-async def _measure(url: str, wire: str, scenario: str, rounds: int) -> None:
+async def _measure(url: str, wire: str, scenario: str, rounds: int, chunks: int, size: int) -> None:
     contenders = _contenders(url, wire)
-    times = await interleaved(contenders, scenario, model_name(scenario, chunks=20), rounds)
-    print(f"scenario {scenario}, {wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round")
+    times = await interleaved(contenders, scenario, model_name(scenario, chunks=chunks, size=size), rounds)
+    print(
+        f"scenario {scenario} ({chunks}-chunk answer, {size} characters per chunk and per argument piece), "
+        f"{wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round"
+    )
     print_ratios(times, "bare acompletion loop", "contender")
     for contender in contenders.values():
         await contender.close()
@@ -120,9 +153,11 @@ def main() -> None:
     parser.add_argument("rounds", nargs="?", type=int, default=40)
     parser.add_argument("--wire", choices=("openai", "anthropic", "gemini"), default="openai")
     parser.add_argument("--scenario", choices=("b", "c"), default="b")
+    parser.add_argument("--chunks", type=int, default=20, help="text chunks in the answer (default: the bench's 20)")
+    parser.add_argument("--size", type=int, default=8, help="characters per chunk and per argument piece (default 8)")
     args = parser.parse_args()
     with fake_server() as url:
-        asyncio.run(_measure(url, args.wire, args.scenario, args.rounds))
+        asyncio.run(_measure(url, args.wire, args.scenario, args.rounds, args.chunks, args.size))
 
 
 if __name__ == "__main__":

@@ -133,29 +133,64 @@ def _scaling(runs: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
 def _targets(results: dict[str, Any]) -> list[str]:
     sc = results["scenarios"]
     rows = ["| target | measured | verdict |", "|---|---|---|"]
+    rows += _overhead_targets(results)
+    rows += _provider_targets(sc)
+    rows += _own_work_targets(results)
+    rows += _peer_targets(sc)
+    if results.get("load", {}).get("runtime"):
+        scaling = _scaling(results["load"]["runtime"])
+        text = ", ".join(f"x{lvl}: {rate:.1f}/s ({eff:.0%})" for lvl, rate, eff in scaling)
+        rows.append(
+            f"| linear scaling to 1,000 until CPU-bound (efficiency >= 80%) | {text} | {_verdict(all(e >= 0.8 for _, _, e in scaling))} |"
+        )
+    idle = (results.get("memory") or {}).get("idle")
+    if idle:
+        rows.append(
+            f"| memory per idle thread < 50 KB | RSS {idle['rss_per_thread'] / 1024:.1f} KB, Python heap {idle['heap_per_thread'] / 1024:.1f} KB | {_verdict(idle['rss_per_thread'] < 50 * 1024)} |"
+        )
+    rows += _progress_targets(results)
+    rows += _cold_targets(results["cold"])
+    for gc in results.get("gc") or []:
+        rows.append(_gc_target(gc, results["gc"]))
+        if spread := gc.get("spread"):
+            rows.append(_spread_row(gc["level"], spread, results["gc"]))
+    return rows
 
-    def per_step(scenario: str, key: str, field: str = "wall") -> float:
-        row = sc[scenario].get(key)
-        return _med(row[field]) / max(1, row["steps"]) if row and row[field] else float("nan")
 
+def _per_step(sc: dict[str, Any], scenario: str, key: str, field: str = "wall") -> float:
+    row = sc[scenario].get(key)
+    return _med(row[field]) / max(1, row["steps"]) if row and row[field] else float("nan")
+
+
+def _overhead_targets(results: dict[str, Any]) -> list[str]:
+    sc, rows = results["scenarios"], []
     for scenario in "ab":
-        ratio = per_step(scenario, "runtime") / per_step(scenario, "litellm")
-        cpu = per_step(scenario, "runtime", "cpu") / per_step(scenario, "litellm", "cpu")
+        ratio = _per_step(sc, scenario, "runtime") / _per_step(sc, scenario, "litellm")
+        cpu = _per_step(sc, scenario, "runtime", "cpu") / _per_step(sc, scenario, "litellm", "cpu")
         rows.append(
             f"| overhead over bare LiteLLM loop <= 10% per step, ({scenario}), as shipped | wall x{ratio:.2f}, CPU x{cpu:.2f} | {_verdict(ratio <= 1.10)} |"
         )
-    rows += _provider_targets(sc)
-    own = results.get("own") or {}
+    return rows
+
+
+def _own_work_targets(results: dict[str, Any]) -> list[str]:
+    sc, own, rows = results["scenarios"], results.get("own") or {}, []
     for scenario in "ab":
         if scenario not in own:
             continue
-        share = _med(own[scenario]["cpu"]) / max(1, own[scenario]["steps"]) / per_step(scenario, "litellm", "cpu")
-        text = f"{_ms(_med(own[scenario]['cpu']) / max(1, own[scenario]['steps']))} ms CPU per step = {share:.0%} of a bare LiteLLM step"
+        per_step = _med(own[scenario]["cpu"]) / max(1, own[scenario]["steps"])
+        share = per_step / _per_step(sc, scenario, "litellm", "cpu")
+        text = f"{_ms(per_step)} ms CPU per step = {share:.0%} of a bare LiteLLM step"
         if "runtime_litellm" in sc[scenario]:
-            text += f"; `stream: litellm` end to end: x{per_step(scenario, 'runtime_litellm') / per_step(scenario, 'litellm'):.2f} wall"
+            text += f"; `stream: litellm` end to end: x{_per_step(sc, scenario, 'runtime_litellm') / _per_step(sc, scenario, 'litellm'):.2f} wall"
         rows.append(
             f"| the runtime's own work (model replayed, no HTTP) <= 10% of a bare LiteLLM step, ({scenario}) | {text} | {_verdict(share <= 0.10)} |"
         )
+    return rows
+
+
+def _peer_targets(sc: dict[str, Any]) -> list[str]:
+    rows = []
     for scenario in "bc":
         ours = _med(sc[scenario]["runtime"]["wall"]) if "runtime" in sc[scenario] else float("nan")
         peers = {
@@ -172,50 +207,38 @@ def _targets(results: dict[str, Any]) -> list[str]:
         rows.append(
             f"| stretch: beat PydanticAI per conversation in (b), OpenAI wire reader | x{ratio:.2f} vs PydanticAI, x{floor:.2f} vs bare LiteLLM loop | {_verdict(ratio < 1.0)} |"
         )
-    if results.get("load", {}).get("runtime"):
-        scaling = _scaling(results["load"]["runtime"])
-        text = ", ".join(f"x{lvl}: {rate:.1f}/s ({eff:.0%})" for lvl, rate, eff in scaling)
-        rows.append(
-            f"| linear scaling to 1,000 until CPU-bound (efficiency >= 80%) | {text} | {_verdict(all(e >= 0.8 for _, _, e in scaling))} |"
-        )
-    idle = (results.get("memory") or {}).get("idle")
-    if idle:
-        rows.append(
-            f"| memory per idle thread < 50 KB | RSS {idle['rss_per_thread'] / 1024:.1f} KB, Python heap {idle['heap_per_thread'] / 1024:.1f} KB | {_verdict(idle['rss_per_thread'] < 50 * 1024)} |"
-        )
-    rows += _progress_targets(results)
-    cold = results["cold"]
-    help_s = _med(cold["help"])
-    rows.append(
-        f"| `orchestrator --help` < 0.3 s | {help_s:.3f} s median | {_verdict(help_s < 0.3 and cold['help_ok'])} |"
-    )
-    demo = f"{cold['demo']:.2f} s" if cold["demo"] is not None else "-"
-    rows.append(
-        f"| README demo `orchestrator run support_demo` (no target) | {demo} {cold['demo_note'] or ''} | {_verdict(None if cold['demo'] is None else cold['demo_note'] is None)} |"
-    )
-    for gc in results.get("gc") or []:
-        plain, frozen = gc["plain"], gc["frozen"]
-        text = (
-            f"x{gc['level']}: as shipped (gc.freeze at open) p99 {_ms(_pct(frozen['latencies'], 0.99))} ms, {frozen['gc_full']} full GCs, "
-            f"max pause {_ms(frozen['gc_max_pause'])} ms; with `gc_freeze` off p99 {_ms(_pct(plain['latencies'], 0.99))} ms, "
-            f"{plain['gc_full']} full GCs, max pause {_ms(plain['gc_max_pause'])} ms"
-        )
-        if floor := gc.get("floor"):
-            text += (
-                f"; floor, bare openai SDK loop with its heap frozen: {floor['gc_full']} full GCs, "
-                f"max pause {_ms(floor['gc_max_pause'])} ms"
-            )
-        ok = frozen["gc_max_pause"] <= 0.05
-        if gc["level"] > 100 and (x100 := next((g["frozen"] for g in results["gc"] if g["level"] == 100), None)):
-            rate, base = _rate(frozen), _rate(x100)
-            text += f"; as shipped {rate:.1f} conv/s against {base:.1f} at x100"
-            ok = ok and rate >= base
-        target = "no GC spikes (full-collection pause <= 50 ms, runtime as shipped"
-        target += ", throughput >= x100)" if gc["level"] > 100 else ")"
-        rows.append(f"| {target}, x{gc['level']} | {text} | {_verdict(ok)} |")
-        if spread := gc.get("spread"):
-            rows.append(_spread_row(gc["level"], spread, results["gc"]))
     return rows
+
+
+def _cold_targets(cold: dict[str, Any]) -> list[str]:
+    help_s = _med(cold["help"])
+    demo = f"{cold['demo']:.2f} s" if cold["demo"] is not None else "-"
+    return [
+        f"| `orchestrator --help` < 0.3 s | {help_s:.3f} s median | {_verdict(help_s < 0.3 and cold['help_ok'])} |",
+        f"| README demo `orchestrator run support_demo` (no target) | {demo} {cold['demo_note'] or ''} | {_verdict(None if cold['demo'] is None else cold['demo_note'] is None)} |",
+    ]
+
+
+def _gc_target(gc: dict[str, Any], all_gc: list[dict[str, Any]]) -> str:
+    plain, frozen = gc["plain"], gc["frozen"]
+    text = (
+        f"x{gc['level']}: as shipped (gc.freeze at open) p99 {_ms(_pct(frozen['latencies'], 0.99))} ms, {frozen['gc_full']} full GCs, "
+        f"max pause {_ms(frozen['gc_max_pause'])} ms; with `gc_freeze` off p99 {_ms(_pct(plain['latencies'], 0.99))} ms, "
+        f"{plain['gc_full']} full GCs, max pause {_ms(plain['gc_max_pause'])} ms"
+    )
+    if floor := gc.get("floor"):
+        text += (
+            f"; floor, bare openai SDK loop with its heap frozen: {floor['gc_full']} full GCs, "
+            f"max pause {_ms(floor['gc_max_pause'])} ms"
+        )
+    ok = frozen["gc_max_pause"] <= 0.05
+    if gc["level"] > 100 and (x100 := next((g["frozen"] for g in all_gc if g["level"] == 100), None)):
+        rate, base = _rate(frozen), _rate(x100)
+        text += f"; as shipped {rate:.1f} conv/s against {base:.1f} at x100"
+        ok = ok and rate >= base
+    target = "no GC spikes (full-collection pause <= 50 ms, runtime as shipped"
+    target += ", throughput >= x100)" if gc["level"] > 100 else ")"
+    return f"| {target}, x{gc['level']} | {text} | {_verdict(ok)} |"
 
 
 def _rate(load: dict[str, Any]) -> float:

@@ -173,14 +173,7 @@ def define_tool(
     if fn is not None:
         if execute is not None or args is not None:
             raise DefinitionError("define_tool: pass a function, or execute= (with args=), not both")
-        from .function_tool import from_function
-
-        built = from_function(fn)
-        description = description or built.description
-        execute, args = built.execute, built.args
-        if not description:
-            name = getattr(fn, "__name__", "fn")
-            raise DefinitionError(f"define_tool({name}): give the function a docstring or pass description=")
+        description, execute, args = _from_function(fn, description)
     elif execute is None:
         raise DefinitionError(
             "define_tool: 'execute' is required, or pass a function: @define_tool, or "
@@ -188,6 +181,42 @@ def define_tool(
         )
     if not isinstance(description, str) or not description.strip():
         raise DefinitionError("define_tool: 'description' must be a non-empty string")
+    _check_tool(execute, args, uses, progress_argument, execution_mode, execution_provider)
+    return ToolDefinition(
+        description=description,
+        execute=execute,
+        args=args,
+        variables=tuple(variables),
+        uses=tuple(uses),
+        progress_argument=progress_argument,
+        annotations=annotations,
+        execution_mode=execution_mode,
+        execution_provider=execution_provider,
+        timeout=timeout,
+    )
+
+
+def _from_function(fn: ToolExecute, description: str | None) -> tuple[str | None, ToolExecute, type[BaseModel] | None]:
+    """The description, `execute` and args model a plain function gives (`function_tool`)."""
+    from .function_tool import from_function
+
+    built = from_function(fn)
+    description = description or built.description
+    if not description:
+        name = getattr(fn, "__name__", "fn")
+        raise DefinitionError(f"define_tool({name}): give the function a docstring or pass description=")
+    return description, built.execute, built.args
+
+
+def _check_tool(
+    execute: ToolExecute,
+    args: type[BaseModel] | None,
+    uses: tuple[str, ...] | list[str],
+    progress_argument: str | None,
+    execution_mode: ExecutionMode,
+    execution_provider: str | None,
+) -> None:
+    """`define_tool`'s other options, checked at definition time, naming the option."""
     if args is not None:
         if not (isinstance(args, type) and issubclass(args, BaseModel)):
             raise DefinitionError(f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}")
@@ -203,18 +232,6 @@ def define_tool(
     _check_progress_argument(progress_argument, args)
     if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):  # type: ignore[unreachable]  # untyped callers
         raise DefinitionError("define_tool: 'uses' must be a tuple of tool names")
-    return ToolDefinition(
-        description=description,
-        execute=execute,
-        args=args,
-        variables=tuple(variables),
-        uses=tuple(uses),
-        progress_argument=progress_argument,
-        annotations=annotations,
-        execution_mode=execution_mode,
-        execution_provider=execution_provider,
-        timeout=timeout,
-    )
 
 
 def define_prompt(

@@ -7,8 +7,8 @@ authenticated face over `Runtime` and `Thread`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,35 @@ def create_app(
     if (temporal is None) != (broker is None):
         raise ValueError("create_app: pass both temporal and broker (workers run executions) or neither")
     state = routes.ServerState(runtime, Authenticator(load_tokens(tokens)))
+    app = FastAPI(
+        title="orchestrator",
+        version=_version(),
+        lifespan=_lifespan(state, own_runtime=own_runtime, temporal=temporal, broker=broker),
+        description="Create threads, run two-sided agents and watch them on a WebSocket (`/threads/{id}/events`).",
+    )
+    app.state.server = state
+    install_error_handlers(app)
+    app.include_router(routes.router)
+    app.include_router(ws.router)
+    app.include_router(files.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(SiteGuard, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)  # outermost
+    app.state.allowed_origins = tuple(allowed_origins)
+    return app
+
+
+def _lifespan(
+    state: routes.ServerState, *, own_runtime: bool, temporal: TemporalOptions | None, broker: Any
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Open the runtime (and, with Temporal, the queue of runs) when the app starts; shut the runs down,
+    and close what is ours, when it stops."""
+    runtime = state.runtime
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -81,27 +110,7 @@ def create_app(
                     await broker.close()
                 await runtime.close()
 
-    app = FastAPI(
-        title="orchestrator",
-        version=_version(),
-        lifespan=lifespan,
-        description="Create threads, run two-sided agents and watch them on a WebSocket (`/threads/{id}/events`).",
-    )
-    app.state.server = state
-    install_error_handlers(app)
-    app.include_router(routes.router)
-    app.include_router(ws.router)
-    app.include_router(files.router)
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    app.add_middleware(SiteGuard, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)  # outermost
-    app.state.allowed_origins = tuple(allowed_origins)
-    return app
+    return lifespan
 
 
 def _version() -> str:
