@@ -165,13 +165,16 @@ class EventBus:
 
             self._check = check_payload
 
-    def fence(self, thread_id: str, token: int | None) -> None:
+    def fence(self, thread_id: str, token: int) -> None:
         """Write this thread's events under `token` (its execution's lease), so a
         stale owner's late events are refused like its other writes."""
-        if token is None:
-            self._fences.pop(thread_id, None)
-        else:
-            self._fences[thread_id] = token
+        self._fences[thread_id] = token
+
+    def unfence(self, thread_id: str, token: int) -> None:
+        """The execution holding `token` is done. A newer execution here that took the
+        thread over (the old lease expired) keeps its own fence, and with it the channel."""
+        if self._fences.get(thread_id) == token:
+            del self._fences[thread_id]
 
     def use_broker(self, broker: RedisBroker | None) -> None:
         """Fan events out across processes through `broker` (None: this process only)."""

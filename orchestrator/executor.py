@@ -139,7 +139,7 @@ async def execute(
         await services.heartbeat.release(keeper)
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
-        services.bus.fence(thread.id, None)
+        services.bus.unfence(thread.id, start.lease.token)
         services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
         with contextlib.suppress(Exception):
             await services.storage.release_lease(keeper.lease)
