@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .runner import EvalRun, RunOutcome
-from .scoring import Score, score
+from .scoring import ScenarioScore, Score, score
 
 __all__ = ["Report", "build_report", "junit_xml", "load_report", "markdown", "replay_command", "write_json"]
 
@@ -54,53 +54,13 @@ def _escape(cell: str) -> str:
 def markdown(report: Report) -> str:
     s, run = report.score, report.eval
     ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
-    head = [
-        "scenario",
-        "runs",
-        "passed",
-        *[f"pass^{k}" for k in ks],
-        "failing checks",
-        "tokens",
-        "cost",
-        "time",
-        "steps",
-        "turns",
-    ]
-    rows = []
-    for x in s.scenarios:
-        failing = "; ".join(f"{label} ×{n}" for label, n in sorted(x.check_failures.items())) or "-"
-        if x.errors:
-            failing = f"errors ×{x.errors}; {failing}" if failing != "-" else f"errors ×{x.errors}"
-        hats = [_pct(x.pass_hat[k]) if k in x.pass_hat else "" for k in ks]
-        rows.append(
-            [
-                x.id,
-                str(x.runs),
-                f"{x.passed}/{x.runs}",
-                *hats,
-                failing,
-                str(x.input_tokens + x.output_tokens),
-                f"${x.cost:.4f}",
-                f"{x.seconds:.1f}s",
-                f"{x.mean_steps:.1f}",
-                f"{x.mean_turns:.1f}",
-            ]
-        )
+    head = ["scenario", "runs", "passed", *[f"pass^{k}" for k in ks], "failing checks", "tokens", "cost", "time"]
+    head += ["steps", "turns"]
+    rows = [_scenario_row(x, ks) for x in s.scenarios]
     overall = [_pct(s.pass_hat[k]) if k in s.pass_hat else "" for k in ks]
-    rows.append(
-        [
-            "**overall**",
-            str(s.runs),
-            f"{s.passed}/{s.runs}",
-            *overall,
-            "",
-            str(s.input_tokens + s.output_tokens),
-            f"${s.cost:.4f}",
-            f"{s.seconds:.1f}s",
-            "",
-            "",
-        ]
-    )
+    tokens = str(s.input_tokens + s.output_tokens)
+    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "", tokens, f"${s.cost:.4f}"])
+    rows[-1] += [f"{s.seconds:.1f}s", "", ""]
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -108,16 +68,39 @@ def markdown(report: Report) -> str:
     lines += ["", f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**" if s.k else "**no runs**"]
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
-    failed = [r for r in run.runs if not r.passed]
-    if failed:
-        lines += ["", "### Failed runs", ""]
-    for r in sorted(failed, key=lambda r: (r.scenario, r.index)):
+    return "\n".join(lines + _failed_runs(run)) + "\n"
+
+
+def _scenario_row(x: ScenarioScore, ks: list[int]) -> list[str]:
+    failing = "; ".join(f"{label} ×{n}" for label, n in sorted(x.check_failures.items())) or "-"
+    if x.errors:
+        failing = f"errors ×{x.errors}; {failing}" if failing != "-" else f"errors ×{x.errors}"
+    hats = [_pct(x.pass_hat[k]) if k in x.pass_hat else "" for k in ks]
+    return [
+        x.id,
+        str(x.runs),
+        f"{x.passed}/{x.runs}",
+        *hats,
+        failing,
+        str(x.input_tokens + x.output_tokens),
+        f"${x.cost:.4f}",
+        f"{x.seconds:.1f}s",
+        f"{x.mean_steps:.1f}",
+        f"{x.mean_turns:.1f}",
+    ]
+
+
+def _failed_runs(run: EvalRun) -> list[str]:
+    """Each failed run: why, and the command that replays it offline."""
+    failed = sorted((r for r in run.runs if not r.passed), key=lambda r: (r.scenario, r.index))
+    lines = ["", "### Failed runs", ""] if failed else []
+    for r in failed:
         lines.append(f"- `{r.scenario}` run {r.index} (thread `{r.thread_id}`, ended {r.reason or 'with an error'}):")
         if r.error:
             lines.append(f"  - error: {r.error}")
         lines += [f"  - ✗ {c.label}: {c.reason}" for c in r.checks if not c.passed]
         lines.append(f"  - replay offline: `{replay_command(r)}`")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def junit_xml(report: Report) -> str:
