@@ -50,13 +50,21 @@ _LITELLM: Any = None
 
 
 def _litellm() -> Any:
-    """Import and quiet LiteLLM once: local cost map, httpx transport, no debug banner.
+    """Import and quiet LiteLLM once: offline, httpx transport, no debug banner.
+
+    Offline (`LITELLM_OFFLINE_MODE`, unless the host set it): LiteLLM otherwise fetches what it
+    needs on its own, synchronously: its cost map, its Anthropic beta-header table and, to price a
+    streamed answer as it opens (on the event loop, inside the request), a HuggingFace tokenizer
+    for Llama and Cohere models: 23 s of retries on a machine without network, every conversation
+    of the process waiting, longer where connections time out. Offline it uses its bundled copies
+    and counts with tiktoken.
 
     The host application's own LiteLLM callbacks (Langfuse, OpenTelemetry, cost logging) are
     left as they are: LiteLLM is a shared library here, and what the runtime needs
     (`drop_params`, no retries) is passed per call."""
     global _LITELLM
     if _LITELLM is None:
+        os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 

@@ -7,6 +7,7 @@ the scripted model answers at the HTTP layer with provider bytes.
 from __future__ import annotations
 
 import os
+import socket
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ["ORCHESTRATOR_REQUEST_MEMO"] = "0"  # no test reads or writes ~/.cache (test_request_memo.py turns it on)
@@ -28,6 +29,34 @@ from providers.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 collect_ignore_glob = ["fixtures/*"]  # example projects with tests of their own, run by the tests that use them
+
+# -- no test touches the network ---------------------------------------------------------------
+# A name lookup for anything but this machine fails at once, as on a machine without network, and the
+# test that made it fails at teardown naming the host: a library phoning home from inside a request
+# (LiteLLM fetching a tokenizer to price a stream, 23 s of retries) shows up here, not as a slow test.
+_LOCAL_HOSTS = frozenset({"localhost", "ip6-localhost", "::1", "0.0.0.0", ""})
+_looked_up: list[str] = []
+_getaddrinfo = socket.getaddrinfo
+
+
+def _local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+    name = host.decode() if isinstance(host, bytes) else str(host or "")
+    if name not in _LOCAL_HOSTS and not name.startswith("127."):
+        _looked_up.append(name)
+        raise socket.gaierror(socket.EAI_NONAME, f"tests do not touch the network (looked up {name!r})")
+    return _getaddrinfo(host, *args, **kwargs)
+
+
+socket.getaddrinfo = _local_only
+
+
+@pytest.fixture(autouse=True)
+def _network_closed() -> Any:
+    before = len(_looked_up)
+    yield
+    looked_up = sorted(set(_looked_up[before:]))
+    assert not looked_up, f"this test tried to reach the network: {looked_up}"
+
 
 SCRIPTED_CONFIG: dict[str, Any] = {
     "providers": {"scripted": {"type": "scripted"}},

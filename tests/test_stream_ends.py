@@ -9,6 +9,7 @@ for the recorded corpus). `auto` is the runtime's OpenAI-wire reader; `litellm` 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx
@@ -548,3 +549,43 @@ async def test_groq_provider_type_maps_its_inband_400_too(monkeypatch):
         with pytest.raises(ProviderError) as err:
             _ = [i async for i in client.stream("g", [{"role": "user", "content": "hi"}])]
     assert route.call_count == 1 and (err.value.kind, err.value.status) == ("bad_request", 400)
+
+
+async def test_a_llama_model_on_litellms_stream_is_priced_without_fetching_a_tokenizer(monkeypatch):
+    """LiteLLM prices a streamed answer as it opens. For a Llama model it counts the prompt with a
+    HuggingFace tokenizer that it downloads on the event loop: 23 s of retries before the runtime kept
+    LiteLLM offline, and a lookup of huggingface.co, which the network guard in conftest.py fails.
+    Parser: LiteLLM's own OpenAI-compatible iterator (`type: groq`)."""
+    monkeypatch.setenv("GROQ_API_KEY", "groq-key-000000")
+    client = ModelClient(
+        config_from_dict(
+            {
+                "providers": {"groq": {"api_key": "${GROQ_API_KEY}"}},
+                "models": {"g": {"provider": "groq", "model": "llama-3.1-8b-instant", "retry": {"attempts": 1}}},
+            }
+        ),
+        sleep=_no_sleep,
+    )
+    body = (
+        chunk({"role": "assistant", "content": "Hi"})
+        + chunk({}, "stop", usage={"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8})
+        + "data: [DONE]\n\n"
+    )
+    items, route = await run(client, body, "https://api.groq.com/openai/v1/chat/completions", "g")
+    end = items[-1]
+    assert route.call_count == 1 and [i.text for i in items if isinstance(i, TextDelta)] == ["Hi"]
+    assert (end.finish, end.usage.input_tokens, end.usage.output_tokens) == ("stop", 7, 1)
+
+
+def test_a_host_that_wants_litellm_online_keeps_it_online(monkeypatch):
+    """The runtime sets LiteLLM's offline mode only where the host application said nothing."""
+    import providers.client as client_module
+
+    monkeypatch.setenv("LITELLM_OFFLINE_MODE", "false")
+    monkeypatch.setattr(client_module, "_LITELLM", None)  # configure LiteLLM again, as in a fresh process
+    client_module.warm_up()
+    assert os.environ["LITELLM_OFFLINE_MODE"] == "false"
+    monkeypatch.delenv("LITELLM_OFFLINE_MODE")
+    monkeypatch.setattr(client_module, "_LITELLM", None)
+    client_module.warm_up()
+    assert os.environ["LITELLM_OFFLINE_MODE"] == "true"
