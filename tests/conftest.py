@@ -6,6 +6,7 @@ the scripted model answers at the HTTP layer with provider bytes.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 
@@ -31,23 +32,45 @@ ROOT = Path(__file__).resolve().parent.parent
 collect_ignore_glob = ["fixtures/*"]  # example projects with tests of their own, run by the tests that use them
 
 # -- no test touches the network ---------------------------------------------------------------
-# A name lookup for anything but this machine fails at once, as on a machine without network, and the
-# test that made it fails at teardown naming the host: a library phoning home from inside a request
-# (LiteLLM fetching a tokenizer to price a stream, 23 s of retries) shows up here, not as a slow test.
+# A name lookup or a connection to anything but this machine fails at once, as on a machine without
+# network, and the test that made it fails at teardown naming the host: a library phoning home from
+# inside a request (LiteLLM fetching a tokenizer to price a stream, 23 s of retries; a cloud SDK probing
+# a metadata address) shows up here, not as a slow test. Subprocesses the tests start are not covered.
 _LOCAL_HOSTS = frozenset({"localhost", "ip6-localhost", "::1", "0.0.0.0", ""})
 _looked_up: list[str] = []
 _getaddrinfo = socket.getaddrinfo
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+
+def _refused(name: str) -> bool:
+    if name in _LOCAL_HOSTS or name.startswith("127.") or name.startswith("::ffff:127."):
+        return False
+    _looked_up.append(name)
+    return True
 
 
 def _local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
     name = host.decode() if isinstance(host, bytes) else str(host or "")
-    if name not in _LOCAL_HOSTS and not name.startswith("127."):
-        _looked_up.append(name)
+    if _refused(name):
         raise socket.gaierror(socket.EAI_NONAME, f"tests do not touch the network (looked up {name!r})")
     return _getaddrinfo(host, *args, **kwargs)
 
 
+def _local_connect(sock: socket.socket, address: Any) -> Any:
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and _refused(str(address[0])):
+        raise OSError(errno.ENETUNREACH, f"tests do not touch the network (connected to {address[0]!r})")
+    return _connect(sock, address)
+
+
+def _local_connect_ex(sock: socket.socket, address: Any) -> Any:
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and _refused(str(address[0])):
+        return errno.ENETUNREACH
+    return _connect_ex(sock, address)
+
+
 socket.getaddrinfo = _local_only
+socket.socket.connect = _local_connect  # type: ignore[method-assign]
+socket.socket.connect_ex = _local_connect_ex  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)
