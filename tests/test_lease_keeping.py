@@ -211,24 +211,21 @@ async def test_an_ending_execution_leaves_the_fence_of_the_one_that_took_the_thr
     (with PostgreSQL, that one's `begin_execution` can return first). Before: the old one's `finally`
     dropped the thread's fence whatever its token and detached the channel, so the new execution's
     events were written unfenced, or its next publish found no channel."""
-    rt, _ = await make_runtime(_defs(_took_over), [R(tool_calls=[C("work", {})]), R(text="done")])
+    newer: list[int] = []
+    runtimes: list[Any] = []
+
+    async def took_over(state: Any, args: Q) -> dict:
+        newer.append(state.execution.lease_token + 1)  # a second execution here took the expired lease
+        runtimes[0].services.bus.fence(state.thread_id, newer[0])
+        return {"status": "success", "result": "worked"}
+
+    rt, _ = await make_runtime(_defs(took_over), [R(tool_calls=[C("work", {})]), R(text="done")])
+    runtimes.append(rt)
     thread = await rt.create_thread("chat")
 
     await thread.send("go")
 
     bus = rt.services.bus
-    event = bus.publish(thread.id, "note", {"by": "the execution that took over"})  # its channel is still attached
+    event = bus.publish(thread.id, "note", {"by": "the execution that took over"})  # its channel is still there
     assert event.thread_id == thread.id
-    bus.unfence(thread.id, _TAKEN_OVER[thread.id])
-    bus.detach(thread.id)  # once it ends too, the channel goes
-
-
-_TAKEN_OVER: dict[str, int] = {}
-
-
-async def _took_over(state: Any, args: Q) -> dict:
-    """Stands in for a second execution taking the thread over: it fences the thread with its newer lease."""
-    token = state.execution.lease_token + 1
-    _TAKEN_OVER[state.thread_id] = token
-    state._services.bus.fence(state.thread_id, token)
-    return {"status": "success", "result": "worked"}
+    bus.unfence(thread.id, newer[0])  # the newer one ends in turn
