@@ -526,19 +526,18 @@ async def test_gemini_inband_error_is_mapped_by_its_code(multi, code, status, ca
     assert route.call_count == calls and err.value.status == status
 
 
+def _groq(monkeypatch: Any, model: str, *, attempts: int) -> ModelClient:
+    """A client for alias "g": `type: groq`, read by LiteLLM's own OpenAI-compatible iterator."""
+    monkeypatch.setenv("GROQ_API_KEY", "groq-key-000000")
+    provider = {"groq": {"api_key": "${GROQ_API_KEY}"}}
+    models = {"g": {"provider": "groq", "model": model, "retry": {"attempts": attempts}}}
+    return ModelClient(config_from_dict({"providers": provider, "models": models}), sleep=_no_sleep)
+
+
 async def test_groq_provider_type_maps_its_inband_400_too(monkeypatch):
     """`type: groq` streams through LiteLLM's own Groq iterator (not the openai SDK); LiteLLM fails on the
     string `code` there (a ValueError), the tap still reads the error's own status."""
-    monkeypatch.setenv("GROQ_API_KEY", "groq-key-000000")
-    client = ModelClient(
-        config_from_dict(
-            {
-                "providers": {"groq": {"api_key": "${GROQ_API_KEY}"}},
-                "models": {"g": {"provider": "groq", "model": "llama-3.3-70b-versatile", "retry": {"attempts": 3}}},
-            }
-        ),
-        sleep=_no_sleep,
-    )
+    client = _groq(monkeypatch, "llama-3.3-70b-versatile", attempts=3)
     good = chunk({"role": "assistant", "content": "Hi"}) + chunk({}, "stop") + "data: [DONE]\n\n"
     items, _ = await run(client, good, "https://api.groq.com/openai/v1/chat/completions", "g")
     assert [i.text for i in items if isinstance(i, TextDelta)] == ["Hi"] and items[-1].finish == "stop"
@@ -556,16 +555,7 @@ async def test_a_llama_model_on_litellms_stream_is_priced_without_fetching_a_tok
     HuggingFace tokenizer that it downloads on the event loop: 23 s of retries before the runtime kept
     LiteLLM offline, and a lookup of huggingface.co, which the network guard in conftest.py fails.
     Parser: LiteLLM's own OpenAI-compatible iterator (`type: groq`)."""
-    monkeypatch.setenv("GROQ_API_KEY", "groq-key-000000")
-    client = ModelClient(
-        config_from_dict(
-            {
-                "providers": {"groq": {"api_key": "${GROQ_API_KEY}"}},
-                "models": {"g": {"provider": "groq", "model": "llama-3.1-8b-instant", "retry": {"attempts": 1}}},
-            }
-        ),
-        sleep=_no_sleep,
-    )
+    client = _groq(monkeypatch, "llama-3.1-8b-instant", attempts=1)
     body = (
         chunk({"role": "assistant", "content": "Hi"})
         + chunk({}, "stop", usage={"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8})
