@@ -65,7 +65,8 @@ class DevServer:
             "--log-level",
             "error",
         ]
-        self._proc = subprocess.Popen(args, stdout=open(self._log, "ab"), stderr=subprocess.STDOUT)
+        with open(self._log, "ab") as log:  # the server keeps its own copy of the descriptor
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
