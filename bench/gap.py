@@ -81,15 +81,15 @@ class _Replayed:
 
 
 def _contenders(url: str, wire: str) -> dict[str, Any]:
-    def runtime() -> RuntimeContender:
-        return RuntimeContender(url, stream="litellm", wire=wire)
+    def runtime(storage: Callable[[Path], Any] | None = None) -> RuntimeContender:
+        return RuntimeContender(url, stream="litellm", wire=wire, storage=storage)
 
     return {
         "bare acompletion loop": LiteLLMLoop(url, wire=wire),
         "bare acompletion loop, again (noise floor)": LiteLLMLoop(url, wire=wire),
         "the loop through ModelClient (provider layer)": ModelClientLoop(url, wire=wire),
         "this runtime, stream: litellm": runtime(),
-        "this runtime, commits free": RuntimeContender(url, stream="litellm", wire=wire, storage=_InstantCommits),
+        "this runtime, commits free": runtime(_InstantCommits),
         "this runtime, model replayed (its own work)": _Replayed(runtime()),
         "bare loop, then the runtime replayed (sum of parts)": _Replayed(runtime(), LiteLLMLoop(url, wire=wire)),
     }

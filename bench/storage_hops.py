@@ -40,7 +40,8 @@ _QUEUED: list[float] = []
 _RUN: list[float] = []
 _SETTLE: list[float] = []
 _RESUME: list[float] = []
-_STAMPS: dict[int, list[float]] = {}  # id(future) -> [queued, answered, settled]
+_STAMPS: dict[int, list[float]] = {}  # id(future) -> [queued, answered, settled], until the call is over
+_COMMITS: set[int] = set()  # id(future) of the commits: their stamps wait for the coroutine to resume
 
 
 def _call(self: _thread.StorageThread, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -67,13 +68,17 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
     stamps = _STAMPS[id(future)]
     stamps[2] = time.perf_counter()
     _SETTLE.append(stamps[2] - stamps[1])
+    if id(future) not in _COMMITS:
+        del _STAMPS[id(future)]
     _thread._settle(future, result, error)
 
 
 async def _commit(self: sqlite.SQLiteStorage, write: StepWrite) -> Any:
     future = self._run(sqlite._write_tx, sqlite._commit, write)
+    _COMMITS.add(id(future))
     stored = await future
     _RESUME.append(time.perf_counter() - _STAMPS.pop(id(future))[2])
+    _COMMITS.discard(id(future))
     return stored
 
 
