@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import traceback
 from collections.abc import Awaitable, Callable
@@ -216,15 +217,17 @@ class Dispatcher:
             "depth": self._step.depth,
         }
         bus, thread_id = self._services.bus, self._step.state.thread_id
-        bus.publish(thread_id, "tool_invoked", {**where, "arguments": args})
+        execution = self._step.state.execution
+        publish = functools.partial(bus.publish, thread_id, lease=execution.lease_token if execution else None)
+        publish("tool_invoked", {**where, "arguments": args})
         try:
             result = await self._invoke_now(call_id, name, args, parent)
         except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
             failed = {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"}
-            bus.publish(thread_id, "tool_invoked_result", failed)
+            publish("tool_invoked_result", failed)
             raise
         content = result.result if result.status == "success" else result.error
-        bus.publish(thread_id, "tool_invoked_result", {**where, "tool_status": result.status, "content": content or ""})
+        publish("tool_invoked_result", {**where, "tool_status": result.status, "content": content or ""})
         return result
 
     async def _invoke_now(self, call_id: str, name: str, args: dict[str, Any], parent: ToolCallContext) -> ToolResult:

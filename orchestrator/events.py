@@ -167,8 +167,19 @@ class EventBus:
 
     def fence(self, thread_id: str, token: int) -> None:
         """Write this thread's events under `token` (its execution's lease), so a
-        stale owner's late events are refused like its other writes."""
+        stale owner's late events are refused like its other writes. An execution here
+        that held an older lease is stale from now on: what it left unwritten is dropped,
+        as storage would refuse it under its own lease (see `publish`'s `lease`)."""
+        previous = self._fences.get(thread_id)
         self._fences[thread_id] = token
+        ch = self._channels.get(thread_id)
+        if previous is not None and previous != token and ch is not None and ch.pending:
+            _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(ch.pending), error="taken over")
+            ch.pending.clear()
+
+    def _stale(self, thread_id: str, lease: int | None) -> bool:
+        """A publisher whose lease is no longer this thread's fence: its execution lost the thread."""
+        return lease is not None and self._fences.get(thread_id) != lease
 
     def unfence(self, thread_id: str, token: int) -> None:
         """The execution holding `token` is done. A newer execution here that took the
@@ -250,11 +261,20 @@ class EventBus:
             if self._broker is not None:
                 self._broker.forget(thread_id)
 
-    def publish(self, thread_id: str, type: str, data: Any = None, *, defer: bool = False) -> Event:
+    def publish(
+        self, thread_id: str, type: str, data: Any = None, *, defer: bool = False, lease: int | None = None
+    ) -> Event | None:
         """Number and fan out an event. Durable events are written soon after,
         or with the caller's step when `defer` is set (see `take_pending`).
         A settling event (and whatever follows it) goes out once it is stored:
-        when the bus writes it, or at the next `flush` after the caller's commit."""
+        when the bus writes it, or at the next `flush` after the caller's commit.
+
+        `lease`: the publishing execution's lease token. Once another execution in this
+        process has taken the thread over, the stale one's events are dropped (None
+        returned): numbered here they would be written, and streamed, as the new owner's."""
+        if self._stale(thread_id, lease):
+            _log.info("stale_event_dropped", thread_id=thread_id, type=type)
+            return None
         ch = self._channel(thread_id)
         seq, data = self._numbered(ch, thread_id, type, data)
         at = time.time()
@@ -274,10 +294,12 @@ class EventBus:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
 
-    def publish_delta(self, thread_id: str, type: str, data: dict[str, Any]) -> None:
+    def publish_delta(self, thread_id: str, type: str, data: dict[str, Any], *, lease: int | None = None) -> None:
         """`publish` for a streamed delta (`EPHEMERAL_EVENTS`: never stored), the bus's commonest event:
         with no subscriber, broker or held event to order it behind, it goes only to the ring (for a
         subscriber that comes later), and no `Event` model is built for it."""
+        if self._stale(thread_id, lease):
+            return
         ch = self._channel(thread_id)
         if ch.held or ch.subscribers or self._broker is not None:
             self.publish(thread_id, type, data)
@@ -320,11 +342,13 @@ class EventBus:
                 kinds = [(e.seq, e.type) for e in events]
             ch.committed |= {seq for seq, type_ in kinds if type_ in SETTLING_EVENTS}
 
-    def take_pending(self, thread_id: str) -> EncodedEvents:
+    def take_pending(self, thread_id: str, *, lease: int | None = None) -> EncodedEvents:
         """Hand the unwritten durable events to a caller that writes them in its
-        transaction; if that write fails, the caller hands them back (`unwritten`)."""
+        transaction; if that write fails, the caller hands them back (`unwritten`).
+        A caller whose `lease` is stale gets none: they are the new owner's, and its
+        write, refused, would drop them."""
         ch = self._channels.get(thread_id)
-        if ch is None or not ch.pending:
+        if ch is None or not ch.pending or self._stale(thread_id, lease):
             return EncodedEvents(thread_id, [])
         pending, ch.pending = ch.pending, []
         return EncodedEvents(thread_id, pending)

@@ -506,10 +506,10 @@ class _Execution:
         )
 
     def _publish(self, kind: str, data: object) -> None:
-        self.services.bus.publish(self.thread.id, kind, data, defer=True)
+        self.services.bus.publish(self.thread.id, kind, data, defer=True, lease=self.execution.lease_token)
 
     def _delta(self, kind: str, data: dict[str, object]) -> None:
-        self.services.bus.publish_delta(self.thread.id, kind, data)
+        self.services.bus.publish_delta(self.thread.id, kind, data, lease=self.execution.lease_token)
 
     def _end(self, side: SideName, reason: str) -> None:
         if not self.snap.stopped:

@@ -71,12 +71,13 @@ class Services:
         messages = [await self.hooks.transform("before_create_message", state, m) for m in messages]
         thread_id = messages[0].thread_id
         execution = state.execution
+        lease = execution.lease_token if execution else None
         write = StepWrite(
             thread_id=thread_id,
             new_messages=messages,
-            events=self.bus.take_pending(thread_id),
+            events=self.bus.take_pending(thread_id, lease=lease),
             thread=thread,
-            lease_token=execution.lease_token if execution else None,
+            lease_token=lease,
         )
         try:
             stored = await self.storage.commit(write)
@@ -87,12 +88,14 @@ class Services:
         for message in stored:
             if execution is not None:
                 execution.message_history.append(message)
-            self.bus.publish(thread_id, event, message.model_dump(mode="json"), defer=execution is not None)
+            self.bus.publish(
+                thread_id, event, message.model_dump(mode="json"), defer=execution is not None, lease=lease
+            )
             await self.hooks.call("after_create_message", state, message)
         return stored
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
-        events = self.bus.take_pending(thread.id)
+        events = self.bus.take_pending(thread.id, lease=lease_token)
         try:
             write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
             await self.storage.commit(write)

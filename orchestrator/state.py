@@ -272,7 +272,8 @@ class ThreadState:
             except ValueError as exc:
                 raise ValueError(f"emit: {event!r} is a built-in event and its data does not fit it: {exc}") from None
         try:
-            self._services.bus.publish(self.thread_id, event, data)
+            lease = self.execution.lease_token if self.execution else None
+            self._services.bus.publish(self.thread_id, event, data, lease=lease)
         except ValueError as exc:  # a payload the event log cannot hold
             raise ValueError(f"emit: {exc}") from None
 

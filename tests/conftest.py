@@ -103,14 +103,14 @@ async def make_runtime(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         settings: RuntimeSettings | None = None,
         wire: str = "openai",
         db: str | None = None,
+        storage: SQLiteStorage | None = None,
     ) -> tuple[Runtime, ScriptedModel]:
         model = ScriptedModel(script, wire=wire)  # type: ignore[arg-type]
         model.mount(router)
-        storage = SQLiteStorage(db or str(tmp_path / f"rt{len(runtimes)}.db"))
         runtime = Runtime(
             defs,
             config=config_from_dict(config or SCRIPTED_CONFIG),
-            storage=storage,
+            storage=storage or SQLiteStorage(db or str(tmp_path / f"rt{len(runtimes)}.db")),
             settings=settings or RuntimeSettings(),
         )
         await runtime.open()

@@ -229,3 +229,60 @@ async def test_an_ending_execution_leaves_the_fence_of_the_one_that_took_the_thr
     event = bus.publish(thread.id, "note", {"by": "the execution that took over"})  # its channel is still there
     assert event.thread_id == thread.id
     bus.unfence(thread.id, newer[0])  # the newer one ends in turn
+
+
+@pytest.mark.parametrize("emits", [True, False], ids=["stale-emit", "stale-commit"])
+async def test_a_stale_execution_neither_writes_into_nor_takes_from_the_log_of_the_one_that_took_over(
+    make_runtime: Any, tmp_path: Any, emits: bool
+) -> None:
+    """Two executions of one thread in one process share the thread's event channel: the first one's
+    lease expired (its heartbeat never ran) and the second took the thread over, resuming the first
+    one's tool call. Before: the stale execution's `emit` was numbered and written under the new
+    owner's lease, and its step's commit took the new owner's pending events with it and, refused
+    as stale, dropped them, so the new owner's tool result was missing from the log."""
+    from orchestrator import define_hook
+    from orchestrator.executor import execute
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    now = [1_000.0]
+    tokens: list[int] = []
+    new_owner: list[asyncio.Task[Any]] = []
+    holding, released = asyncio.Event(), asyncio.Event()
+
+    async def work(state: Any, args: Q) -> dict:
+        if tokens:  # the new owner resumes the call
+            return {"status": "success", "result": "the new owner's work"}
+        tokens.append(state.execution.lease_token)
+        now[0] += rt.settings.lease_ttl + 1  # the lease expires: nothing renewed it
+        new_owner.append(asyncio.create_task(execute(rt.services, await rt.storage.get_thread(state.thread_id))))
+        await holding.wait()  # the new owner's tool result is stored, its event waiting for the next commit
+        if emits:
+            state.emit("note", {"by": "the stale execution"})
+            for _ in range(5):
+                await asyncio.sleep(0)  # the bus's background write would take the note now
+        return {"status": "success", "result": "the stale execution's work"}
+
+    async def hold(state: Any, message: Any) -> None:
+        if message.role == "tool" and state.execution.lease_token != tokens[0]:
+            holding.set()
+            await released.wait()
+
+    defs = _defs(work)
+    defs.hooks["after_create_message"] = define_hook("after_create_message", hold).named("after_create_message")
+    storage = SQLiteStorage(str(tmp_path / "takeover.db"), clock=lambda: now[0])
+    rt, _ = await make_runtime(defs, [R(tool_calls=[C("work", {})]), R(text="done by the new owner")], storage=storage)
+    never = _Clock()
+    never.interval = 0.0  # every heartbeat sleep waits for a tick that never comes
+    rt.services.heartbeat.sleep = never.sleep
+    thread = await rt.create_thread("chat")
+
+    with pytest.raises(StaleLeaseError):
+        await asyncio.wait_for(thread.send("go"), 30)
+    released.set()
+    executed = await asyncio.wait_for(new_owner[0], 30)
+
+    assert executed.result.output == "done by the new owner"
+    log = await rt.storage.events_after(thread.id, 0)
+    assert not [e for e in log if e.type == "note"]
+    results = [e.data["content"] for e in log if e.type == "tool_result"]
+    assert results == ["the new owner's work"]
