@@ -198,8 +198,12 @@ class _Execution:
         return await self._finish()
 
     async def _turns(self, pending: _Outcome | None) -> None:
+        """Turns until the session ends or rests. A turn's end is stored with the next turn's first
+        step (or the execution's end), not in a commit of its own: a resume after a crash in between
+        finds the ended turn's last step stored and derives its end again (`_resume_pending`), all but
+        a forced side, which is stored before its turn."""
         max_turns = self.agent.max_session_turns or self.services.settings.default_max_session_turns
-        between_turns = False
+        forced = False
         while not self.snap.stopped and not self.execution.abort_signal.aborted:
             if self.snap.turn_count >= max_turns:
                 self._end(self.snap.current_side, "max_session_turns")
@@ -207,7 +211,7 @@ class _Execution:
             side = self.snap.current_side
             if self.agent.type == "ai_human" and side == "b":
                 break  # the person's turn: the thread rests until their next message
-            if between_turns:  # the last turn's end, stored before the next begins (or by `_finish`, one commit)
+            if forced:  # a forced side is stored before its turn: a resume could not derive it
                 await self._save()
             reason = await self.turn(side, resumed=pending)
             pending = None
@@ -215,10 +219,10 @@ class _Execution:
             if reason in ("end_conversation", "stopped"):
                 self._end(side, reason)
                 break
+            forced = self.snap.forced_side is not None
             self.snap.current_side = self.snap.forced_side or _other(side)
             self.snap.forced_side = None
             self.snap.turn_step_count = 0
-            between_turns = True
 
     async def _person_turn(self, text: str, *, save_thread: bool) -> None:
         """The person's message; with `save_thread`, in the same commit as the thread's switch to running."""
