@@ -72,30 +72,16 @@ def supports(kwargs: dict[str, Any]) -> bool:
 
 def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     """The HTTP request `litellm.acompletion(**kwargs)` sends, built by the same LiteLLM calls in the same order."""
-    import os
-
-    import litellm
     from litellm.anthropic_beta_gated_fields import strip_beta_gated_request_body
     from litellm.anthropic_beta_headers_manager import update_request_with_filtered_beta
     from litellm.litellm_core_utils.get_litellm_params import get_litellm_params
-    from litellm.litellm_core_utils.url_utils import ensure_api_route
     from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY, AnthropicConfig
-    from litellm.secret_managers.main import get_secret, get_secret_bool
 
     params = dict(kwargs)
     model = params.pop("model").removeprefix("anthropic/")
     messages = editable_copy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
     transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
-    api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
-    api_base = str(
-        transport["api_base"]
-        or litellm.api_base
-        or get_secret("ANTHROPIC_API_BASE")
-        or get_secret("ANTHROPIC_BASE_URL")
-        or _DEFAULT_URL
-    )
-    if not get_secret_bool("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX"):
-        api_base = ensure_api_route(api_base, "v1/messages")
+    api_key, api_base = _endpoint(transport)
     optional = optional_params(model, "anthropic", messages, params)
     optional.pop("stream", None)
     optional = {**optional, "is_vertex_request": False}
@@ -131,6 +117,27 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
         timeout=transport["timeout"],
         tool_names=dict(names),
     )
+
+
+def _endpoint(transport: dict[str, Any]) -> tuple[str | None, str]:
+    """The key and URL, looked up where and in the order `litellm.acompletion` looks them up."""
+    import os
+
+    import litellm
+    from litellm.litellm_core_utils.url_utils import ensure_api_route
+    from litellm.secret_managers.main import get_secret, get_secret_bool
+
+    api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
+    api_base = str(
+        transport["api_base"]
+        or litellm.api_base
+        or get_secret("ANTHROPIC_API_BASE")
+        or get_secret("ANTHROPIC_BASE_URL")
+        or _DEFAULT_URL
+    )
+    if not get_secret_bool("LITELLM_ANTHROPIC_DISABLE_URL_SUFFIX"):
+        api_base = ensure_api_route(api_base, "v1/messages")
+    return api_key, api_base
 
 
 def warm_up() -> None:

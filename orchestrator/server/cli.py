@@ -20,9 +20,16 @@ import ipaddress
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:  # the server extra may be missing: imported where used
+    from fastapi import FastAPI
+
+    from ..broker import RedisBroker
+    from ..runtime import Runtime
+    from ..temporal import TemporalOptions
 
 
 @contextlib.contextmanager
@@ -197,7 +204,6 @@ def _serve(
 
     from ..cli_errors import errors_as_messages
     from ..runtime import Runtime
-    from .app import create_app
     from .guard import LOOPBACK_HOSTS
     from .serving import server_config
 
@@ -211,16 +217,7 @@ def _serve(
             else (None, None)
         )
         hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
-        app = create_app(
-            runtime,
-            tokens=tokens,
-            max_body_bytes=max_body_bytes,
-            own_runtime=True,
-            temporal=options,
-            broker=broker,
-            allowed_hosts=hosts,
-            allowed_origins=allowed_origins,
-        )
+        app = _app(runtime, tokens, max_body_bytes, options, broker, hosts, allowed_origins)
         if not app.state.server.auth.enabled and not is_loopback(host):
             raise click.UsageError(
                 f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
@@ -236,6 +233,29 @@ def _serve(
             access_log=log_level == "debug",
         )
         uvicorn.Server(settings).run()
+
+
+def _app(
+    runtime: Runtime,
+    tokens: dict[str, str] | None,
+    max_body_bytes: int,
+    temporal: TemporalOptions | None,
+    broker: RedisBroker | None,
+    hosts: list[str] | None,
+    origins: tuple[str, ...],
+) -> FastAPI:
+    from .app import create_app
+
+    return create_app(
+        runtime,
+        tokens=tokens,
+        max_body_bytes=max_body_bytes,
+        own_runtime=True,
+        temporal=temporal,
+        broker=broker,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+    )
 
 
 def _server_dependencies() -> ModuleType:
