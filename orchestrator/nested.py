@@ -104,17 +104,26 @@ async def _run_prompt(
     state = in_prompt(caller, prompt.name or call.name)  # its own path: parallel calls never share a top
     info, toolset = await run.toolset(prompt)
     system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
-    opening = Message(
-        thread_id=run.thread.id,
-        side=side,
-        role="user",
-        content=_opening_text(args),
-        depth=inner,
-        flow_id=run.flow_id,
-        metadata={"parent_call": call.id, "prompt": prompt.name},
-    )
-    local: list[Message] = [await run.services.store_message(state, opening)]
-    for _ in range(prompt.max_steps):
+    local = _stored_run(caller, call.id, inner)
+    if local:  # a resumed execution: the loop goes on from its last stored step
+        last = next(m for m in reversed(local) if "parent_call" in m.metadata)  # the opening or the last step
+        if last.role == "assistant" and not last.tool_calls:
+            return ToolResult.ok(last.content or "")  # it had answered; the caller's result was not stored
+        answered = {m.tool_call_id for m in local if m.role == "tool"}
+        pending = [c for c in last.tool_calls or () if c.id not in answered]
+        local.extend(await run.dispatch(side, toolset, pending, depth=inner, state=state))
+    else:
+        opening = Message(
+            thread_id=run.thread.id,
+            side=side,
+            role="user",
+            content=_opening_text(args),
+            depth=inner,
+            flow_id=run.flow_id,
+            metadata={"parent_call": call.id, "prompt": prompt.name},
+        )
+        local = [await run.services.store_message(state, opening)]
+    for _ in range(prompt.max_steps - sum(m.role == "assistant" and "parent_call" in m.metadata for m in local)):
         messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
         assistant, end = await run.stream(side, prompt, info, toolset, messages, depth=inner)
         run.count_step(side, end, nested=True)
@@ -124,6 +133,25 @@ async def _run_prompt(
             return ToolResult.ok(assistant.content or "")
         local.extend(await run.dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
     return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
+
+
+def _stored_run(caller: ThreadState, call_id: str, depth: int) -> list[Message]:
+    """The messages a crashed execution stored for the nested loop of `call_id`: its opening and steps
+    (marked with the call), their tool results and the tools they queued, in the order stored."""
+    history = caller.execution.message_history if caller.execution is not None else []
+    owned: set[str] = set()  # the loop's tool call ids
+    stored = []
+    for m in history:
+        if m.depth != depth:
+            continue
+        if (
+            m.metadata.get("parent_call") == call_id
+            or m.metadata.get("queued_by") in owned
+            or (m.role == "tool" and m.tool_call_id in owned)
+        ):
+            stored.append(m)
+            owned.update(c.id for c in m.tool_calls or ())
+    return stored
 
 
 async def _run_agent(

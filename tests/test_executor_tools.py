@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel, Field
 from support import Q, definitions, tool_names
 
-from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator import Side, ToolResult, define_agent, define_hook, define_prompt, define_tool
 from orchestrator.definitions import VariableDefinition
 from orchestrator.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
@@ -283,6 +283,55 @@ async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime
     assert started == [("researcher", 0), ("probe", 1), ("probe", 0)]
     created = [e.data["depth"] for e in events if e.type == "message_created"]
     assert created.count(1) == 3  # the nested opening, call and answer (the result is a tool_result event)
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""
+
+
+@pytest.mark.parametrize("crash_after", ["tool", "assistant"], ids=["after-its-tool-result", "after-its-answer"])
+async def test_a_prompt_as_a_tool_resumes_its_nested_loop_after_a_crash(make_runtime: Any, crash_after: str) -> None:
+    """Before: a resumed execution ran the interrupted nested loop again from its start (a second
+    opening, its tools run again with new idempotency keys, its steps asked of the model again).
+    Now the nested loop goes on from its last stored step, like the top level."""
+    paths: list[list[str]] = []
+    crashed: list[str] = []
+
+    def crash(state: Any, message: Any) -> None:
+        if message.depth == 1 and message.role == crash_after and message.tool_calls is None and not crashed:
+            crashed.append(message.id)
+            raise _Crash
+
+    defs = _nested_prompt_defs(paths)
+    defs.hooks["after_create_message"] = define_hook("after_create_message", crash).named("after_create_message")
+    script = [
+        R(tool_calls=[C("researcher", {"message": "Why is A1 late?"})]),  # outer a
+        R(tool_calls=[C("probe", {"q": "inner"})]),  # nested researcher
+        R(text="A1 waits for stock."),  # nested researcher's final text (asked after the resume, or stored before it)
+        R(text="It waits for stock."),  # outer a answers
+    ]
+    rt, model = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    with pytest.raises(_Crash):
+        await thread.send("Where is A1?")
+    assert (await rt.storage.get_thread(thread.id)).status == "running"
+
+    result = await thread.send("Any news?")  # resumes the pending call first
+
+    assert paths == [["pa", "researcher"]]  # the nested tool ran once
+    nested = [m for m in (await thread.get_messages()).messages if m.depth == 1]
+    assert [(m.role, m.content) for m in nested] == [
+        ("user", "Why is A1 late?"),
+        ("assistant", None),
+        ("tool", "probe inner: depth 2"),
+        ("assistant", "A1 waits for stock."),
+    ]
+    nested_requests = [r for r in model.requests if r["messages"][0]["content"] == "You research orders carefully."]
+    assert [[m["role"] for m in r["messages"]] for r in nested_requests] == [
+        ["system", "user"],
+        ["system", "user", "assistant", "tool"],  # after the tool crash: the stored round, not a fresh start
+    ]
+    assert result.output == "It waits for stock."
 
 
 # ---------------------------------------------------------------------------
