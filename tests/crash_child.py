@@ -80,13 +80,21 @@ class Note(BaseModel):
 
 
 def script(body: dict[str, Any]) -> ScriptedResponse:
-    """Side a: two tool calls, then a text; side b: a text. Keyed on the request."""
+    """Side a: two tool calls, then a text; side b: a call of the `research` prompt, whose nested loop
+    makes one tool call and answers, then a text. Keyed on the request."""
     _point("request")
     messages = body["messages"]
-    _, side, _, tag = messages[0]["content"].split()  # "side a of T3"
+    kind, side, _, tag = messages[0]["content"].split()  # "side a of T3", "research b of T3" (b's nested loop)
     n = len(messages)
+    if kind == "research":
+        if messages[-1]["role"] == "tool":
+            return ScriptedResponse(text=f"found {tag} {n}")
+        topic = messages[1]["content"]  # the call's message: one per call
+        return ScriptedResponse(tool_calls=[ScriptedCall("note", {"token": f"{topic}-r"})])
     if side == "b":
-        return ScriptedResponse(text=f"b {tag} {n}")
+        if messages[-1]["role"] == "tool":
+            return ScriptedResponse(text=f"b {tag} {n}")
+        return ScriptedResponse(tool_calls=[ScriptedCall("research", {"message": f"{tag}-{n}"})])
     if messages[-1]["role"] == "tool":
         return ScriptedResponse(text=f"a {tag} {n}: noted")
     return ScriptedResponse(
@@ -107,7 +115,8 @@ def build_definitions(runs_file: str, label: str) -> Any:
 
     prompts = {
         "pa": define_prompt(prompt="side a of {tag}", tool_description="a", tools=("note",)),
-        "pb": define_prompt(prompt="side b of {tag}", tool_description="b"),
+        "pb": define_prompt(prompt="side b of {tag}", tool_description="b", tools=("research",)),
+        "research": define_prompt(prompt="research b of {tag}", tool_description="Look into it", tools=("note",)),
     }
     agent = define_agent(type="dual_ai", side_a=Side("pa", max_steps=4), side_b=Side("pb"), max_session_turns=TURNS)
     return definitions(
