@@ -11,6 +11,7 @@ and dispatch): `NestedHost` is what it uses of it, and all it may use.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -160,21 +161,48 @@ async def _run_agent(
     from .executor import ExecutionFailed, execute
 
     services = run.services
-    child = await services.storage.create_thread(
-        ThreadRecord(
-            agent_id=agent.name or call.name,
-            user_id=run.thread.user_id,
-            arguments=args,
-            parent_id=run.thread.id,
-            depth=run.thread.depth + 1,
+    child = await _child(run, call)
+    if child is None:
+        child = await services.storage.create_thread(
+            ThreadRecord(
+                id=_child_id(run.thread.id, call.id),
+                agent_id=agent.name or call.name,
+                user_id=run.thread.user_id,
+                arguments=args,
+                parent_id=run.thread.id,
+                depth=run.thread.depth + 1,
+            )
         )
-    )
-    run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
+        run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
+    elif child.execution is not None and child.status == "failed":
+        return ToolResult.fail(f"agent {child.agent_id!r} failed")
+    elif child.execution is not None and child.status != "running":  # it finished; the caller's result was lost
+        return ToolResult.ok(await _final_answer(services, child.id))
+    fresh = child.execution is None  # else the child's crashed execution, resumed
     try:
-        if agent.type == "ai_human":
-            done = await execute(services, child, person_message=_opening_text(args))
-        else:
-            done = await execute(services, child)
+        message = _opening_text(args) if fresh and agent.type == "ai_human" else None
+        done = await execute(services, child, person_message=message)
     except ExecutionFailed as exc:
         return ToolResult.fail(f"agent {child.agent_id!r} failed: {exc}")
-    return ToolResult.ok(done.result.output or "")
+    return ToolResult.ok((done.result.output if fresh else await _final_answer(services, child.id)) or "")
+
+
+async def _child(run: NestedHost, call: ToolCall) -> ThreadRecord | None:
+    """The child thread an earlier, crashed execution of this call created, if any."""
+    from .storage import NotFoundError
+
+    try:
+        return await run.services.storage.get_thread(_child_id(run.thread.id, call.id))
+    except NotFoundError:
+        return None
+
+
+def _child_id(parent_id: str, call_id: str) -> str:
+    """One child thread per call, whichever execution runs the call: a resumed one finds the child."""
+    return "thr_" + hashlib.sha256(f"{parent_id}/{call_id}".encode()).hexdigest()[:32]
+
+
+async def _final_answer(services: Services, thread_id: str) -> str:
+    """The child's last answer with text, as its one uninterrupted execution would have returned it."""
+    messages = (await services.storage.get_messages(thread_id, order="desc", max_depth=0)).messages
+    return next((m.content for m in messages if m.role == "assistant" and m.content), "")

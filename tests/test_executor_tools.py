@@ -568,6 +568,63 @@ async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_run
     assert answer["content"] == "prompt 'looper' did not finish within 2 steps"
 
 
+@pytest.mark.parametrize("crash_at", ["child-tool", "child-last", "parent-result"])
+async def test_an_agent_as_a_tool_resumes_its_child_thread_after_a_crash(make_runtime: Any, crash_at: str) -> None:
+    """Before: a resumed execution ran the interrupted call again with a new child thread, from the
+    start, and left the first child `running`. Now the call finds its child: a child that crashed goes
+    on from its last stored step, one that had finished gives its stored answer."""
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+    crashed: list[str] = []
+    parent: list[str] = []
+
+    def crash_on_message(state: Any, message: Any) -> None:
+        child = message.thread_id != parent[0]
+        hit = {
+            "child-tool": message.content == "{}" or message.name == "read_args",
+            "child-last": message.name == "finish",
+        }
+        if child and message.role == "tool" and hit.get(crash_at) and not crashed:
+            crashed.append(message.id)
+            raise _Crash
+
+    def crash_on_result(state: Any, call: Any, result: Any) -> None:
+        if crash_at == "parent-result" and state.thread_id == parent[0] and call.name == "trip" and not crashed:
+            crashed.append(call.id)
+            raise _Crash
+
+    defs = _agent_tool_defs(seen)
+    defs.hooks["after_create_message"] = define_hook("after_create_message", crash_on_message).named(
+        "after_create_message"
+    )
+    defs.hooks["before_store_tool_result"] = define_hook("before_store_tool_result", crash_on_result).named(
+        "before_store_tool_result"
+    )
+    script = [
+        R(tool_calls=[C("trip", {"city": "Oslo", "days": 3})]),  # parent a
+        R(tool_calls=[C("read_args", {})]),  # child a
+        R(text="Plan: three days in Oslo."),  # child a's answer
+        R(tool_calls=[C("read_args", {}), C("finish", {})]),  # child b ends the child conversation
+        R(text="Your trip is planned."),  # parent a, after the resume
+    ]
+    rt, model = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat", user_id="u1")
+    parent.append(thread.id)
+    with pytest.raises(_Crash):
+        await thread.send("Plan me a trip")
+    assert crashed
+
+    result = await thread.send("Is it done?")  # resumes the pending call first
+
+    assert result.output == "Your trip is planned." and len(model.requests) == 5
+    [child] = [t for t in await rt.list_threads() if t.id != thread.id]  # one child thread, not a second
+    assert child.status == "completed" and child.execution.reason == "end_conversation"
+    assert [side for _, side, _ in seen] == ["a", "b"]  # each child side's tool ran once
+    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
+    assert [m.side for m in child_messages if m.role == "assistant"] == ["a", "a", "b"]
+    [trip] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert trip.content == "Plan: three days in Oslo."
+
+
 async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(make_runtime: Any) -> None:
     prompts = {"helper_p": define_prompt(prompt="You help.", tool_description="helper")}
     agents = {
