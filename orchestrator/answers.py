@@ -27,7 +27,7 @@ from providers.stream import StreamEnd
 from .messages import Message, SideName
 from .streaming import StreamAssembler
 
-__all__ = ["answer_message", "provider_family"]
+__all__ = ["answer_message", "provider_family", "with_unique_call_ids"]
 
 _EVENTS = {
     "length": "model_truncated",
@@ -98,3 +98,20 @@ def answer_message(
             data["dropped_tool_calls"] = [c.name for c in dropped]
         events.append((kind, data))
     return message, events
+
+
+def with_unique_call_ids(message: Message, history: list[Message]) -> Message:
+    """A call id names one call within a thread: results, resume and idempotency keys go by it.
+
+    Some servers number calls per response (`call_0` in every step), and a model
+    replayed in a fresh process starts its numbering again; such a reused id gets
+    the step's position as a suffix before the message is stored.
+    """
+    if not message.tool_calls:
+        return message
+    seen = {call.id for m in history for call in m.tool_calls or []}
+    if not any(call.id in seen for call in message.tool_calls):
+        return message
+    suffix = f"_{len(history)}"
+    calls = [c.model_copy(update={"id": c.id + suffix}) if c.id in seen else c for c in message.tool_calls]
+    return message.model_copy(update={"tool_calls": calls})

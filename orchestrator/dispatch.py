@@ -8,6 +8,10 @@ call completes (not behind a slower call made before it), so a call whose
 result was stored is never run again after a crash. The model still reads
 the results in call order (views pair them with their calls by id).
 
+A tool a call queues (`queue_tool`) runs after the step's calls; the queue
+is stored with the calling tool's result and each queued call is stored before
+it runs, so `Dispatcher.resume` goes on with a queue a crash interrupted.
+
 Each call has an idempotency key (`ThreadState.idempotency_key`), derived
 from the thread and the call id, so it is the same when a call interrupted by
 a crash runs again after resume: the way for a tool to make its side effect
@@ -48,6 +52,14 @@ NestedTarget = PromptDefinition | AgentDefinition
 NestedRunner = Callable[[NestedTarget, dict[str, Any], ToolCall, int, ThreadState], Awaitable[ToolResult]]
 
 
+_Queue = list[tuple[str, dict[str, Any]]]  # the tools a call queued: (name, arguments), run in order
+
+
+def _queued(result: Message) -> _Queue:
+    """The tools a call queued, as its stored result keeps them."""
+    return [(name, args) for name, args in result.metadata.get("queued", [])]
+
+
 class Aborted(Exception):
     """The execution was stopped while tools ran; nothing more is stored."""
 
@@ -84,7 +96,7 @@ class Dispatcher:
                 done = await self._wait_or_abort(running)
                 running -= done
                 finished = sorted(done, key=tasks.__getitem__)  # finished together: in call order, one commit
-                stored = await self._store_results([(local[tasks[t]], t.result()[0]) for t in finished])
+                stored = await self._store_results([(local[tasks[t]], *t.result()) for t in finished])
                 for task, message in zip(finished, stored, strict=True):
                     results[tasks[task]] = (message, task.result()[1])
         finally:
@@ -117,27 +129,43 @@ class Dispatcher:
         done.discard(waiter)
         return done
 
-    async def _run_queue(self, parent: ToolCall, queue: list[tuple[str, dict[str, Any]]]) -> list[Message]:
+    async def resume(self, calls: list[ToolCall]) -> list[Message]:
+        """After a crash, the last stored step's `calls`: those without a stored result run (again),
+        and the tools that answered ones queued go on where the crash left them (a queued tool whose
+        result was not stored runs again, with the same id and key)."""
+        history = self._step.state.execution.message_history if self._step.state.execution else []
+        results = {m.tool_call_id: m for m in history if m.role == "tool"}
+        stored = await self.run_calls([c for c in calls if c.id not in results])
+        for call in calls:
+            if call.id in results:
+                stored.extend(await self._resume_queue(call, results, history))
+        return stored
+
+    async def _resume_queue(
+        self, parent: ToolCall, results: dict[str | None, Message], history: list[Message]
+    ) -> list[Message]:
+        queue = _queued(results[parent.id])
+        announces = [m.tool_calls[0] for m in history if m.metadata.get("queued_by") == parent.id and m.tool_calls]
+        self._queued_runs += len(announces)
         stored: list[Message] = []
-        count = 0
+        for call in announces:  # as `_run_queue` ran them: first in, first out
+            if queue:
+                queue.pop(0)
+            if call.id in results:
+                queue.extend(_queued(results[call.id]))
+            else:  # it was running
+                stored.append(await self._run_queued(call, queue))
+        stored.extend(await self._run_queue(parent, queue, count=len(announces)))
+        return stored
+
+    async def _run_queue(self, parent: ToolCall, queue: _Queue, count: int = 0) -> list[Message]:
+        """The tools `parent` queued, one at a time; each is announced (stored as a call of its own)
+        before it runs, as a step's calls are, so a crash in it resumes it like any call."""
+        stored: list[Message] = []
         while queue:
             name, args = queue.pop(0)
             count += 1  # ids derive from the parent's, so a replayed run sends the same request
             call = ToolCall(id=f"{parent.id}_queued_{count}", name=name, arguments=json.dumps(args))
-            limit = self._settings.max_queued_tools
-            more: list[tuple[str, dict[str, Any]]]
-            if self._queued_runs >= limit:
-                result, more = (
-                    ToolResult.fail(
-                        f"queue limit reached: at most {limit} queued tools run per step; {name!r} was not run"
-                    ),
-                    [],
-                )
-            else:
-                self._queued_runs += 1
-                result, more = await self._await_or_abort(
-                    asyncio.create_task(self._run_call(call, depth=0, queued=True))
-                )
             announce = Message(
                 thread_id=self._step.state.thread_id,
                 side=self._step.side,
@@ -148,8 +176,22 @@ class Dispatcher:
                 flow_id=self._flow_id(),
             )
             stored.append(await self._services.store_message(self._step.state, announce))
-            stored.append(await self._store_result(call, result))
-            queue.extend(more)
+            stored.append(await self._run_queued(call, queue))
+        return stored
+
+    async def _run_queued(self, call: ToolCall, queue: _Queue) -> Message:
+        """Run one queued call and store its result; what it queues joins the end of `queue`."""
+        limit = self._settings.max_queued_tools
+        more: _Queue = []
+        if self._queued_runs >= limit:
+            result = ToolResult.fail(
+                f"queue limit reached: at most {limit} queued tools run per step; {call.name!r} was not run"
+            )
+        else:
+            self._queued_runs += 1
+            result, more = await self._await_or_abort(asyncio.create_task(self._run_call(call, depth=0, queued=True)))
+        queue.extend(more)
+        [stored] = await self._store_results([(call, result, more)])
         return stored
 
     # -- one call ----------------------------------------------------------
@@ -296,23 +338,22 @@ class Dispatcher:
         note = f"\n[result truncated: {len(text)} characters, showing the first {limit}]"
         return result.model_copy(update={"result": text[:limit] + note})
 
-    async def _store_result(self, call: ToolCall, result: ToolResult) -> Message:
-        [stored] = await self._store_results([(call, result)])
-        return stored
-
-    async def _store_results(self, done: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
+    async def _store_results(self, done: list[tuple[ToolCall, ToolResult, _Queue]]) -> list[Message]:
+        """`done`: calls, their results and the tools they queued (kept with the result: after a crash
+        the queue goes on from there)."""
         hooks, state = self._services.hooks, self._step.state
         ready = [
-            (call, await hooks.transform("before_store_tool_result", state, result, call)) for call, result in done
+            (call, await hooks.transform("before_store_tool_result", state, result, call), queue)
+            for call, result, queue in done
         ]
-        messages = [self._result_message(call, result) for call, result in ready]
+        messages = [self._result_message(call, result, queue) for call, result, queue in ready]
         stored = await self._services.store_messages(state, messages, event="tool_result")
-        for call, result in ready:
+        for call, result, _ in ready:
             success = result.status == "success"
             await hooks.call("after_tool_call_success" if success else "after_tool_call_failure", state, call, result)
         return stored
 
-    def _result_message(self, call: ToolCall, result: ToolResult) -> Message:
+    def _result_message(self, call: ToolCall, result: ToolResult, queue: _Queue) -> Message:
         state = self._step.state
         redact = self._services.redactor.for_thread(state.thread_id).text
         content = result.result if result.status == "success" else (result.error or "Tool failed")
@@ -327,7 +368,10 @@ class Dispatcher:
             depth=self._step.depth,
             flow_id=self._flow_id(),
             attachments=[a for a in result.attachments or [] if isinstance(a, AttachmentRef)],
-            metadata={"stack": redact(result.stack)} if result.stack else {},
+            metadata={
+                **({"stack": redact(result.stack)} if result.stack else {}),
+                **({"queued": [[name, args] for name, args in queue]} if queue else {}),
+            },
         )
 
     def _flow_id(self) -> str | None:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
 from . import tracing
-from .answers import answer_message, provider_family
+from .answers import answer_message, provider_family, with_unique_call_ids
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from .hooks import ToolCallStart
@@ -345,7 +345,7 @@ class _Execution:
         )
         for kind, data in events:
             self._publish(kind, data)
-        message = _with_unique_call_ids(message, self.execution.message_history)
+        message = with_unique_call_ids(message, self.execution.message_history)
         return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
     async def _fire_started(
@@ -369,9 +369,17 @@ class _Execution:
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
     async def dispatch(
-        self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
+        self,
+        side: SideName,
+        toolset: Toolset,
+        calls: list[ToolCall],
+        depth: int,
+        state: ThreadState | None = None,
+        *,
+        resumed: bool = False,
     ) -> list[Message]:
-        """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's."""
+        """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's.
+        `resumed`: the calls of a step stored before a crash (`Dispatcher.resume`)."""
         if not calls:
             return []
         from .nested import run_nested
@@ -383,7 +391,8 @@ class _Execution:
             return result
 
         step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
-        return await Dispatcher(self.services, step).run_calls(calls)
+        dispatcher = Dispatcher(self.services, step)
+        return await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
 
     async def _until_aborted(self, work: Coroutine[Any, Any, _T]) -> _T:
         """Await `work` in this task; the abort signal cancels it (no extra tasks per step)."""
@@ -420,7 +429,6 @@ class _Execution:
     async def _resume_pending(self) -> _Outcome | None:
         """Run the tool calls of the last stored step that have no stored result."""
         history = [m for m in self.execution.message_history if m.depth == 0]
-        answered = {m.tool_call_id for m in history if m.role == "tool"}
         last = next(
             (
                 m
@@ -431,10 +439,9 @@ class _Execution:
         )
         if last is None or last.side != self.snap.current_side:
             return None
-        pending = [c for c in last.tool_calls or [] if c.id not in answered]
         prompt = self.services.definitions.prompts[self._side(last.side).prompt]
         _, toolset = await self.toolset(prompt)
-        await self.dispatch(last.side, toolset, pending, depth=0)
+        await self.dispatch(last.side, toolset, last.tool_calls or [], depth=0, resumed=True)
         return _Outcome(called={c.name for c in last.tool_calls or []})
 
     # -- bookkeeping -------------------------------------------------------
@@ -570,23 +577,6 @@ class _Execution:
             output=output,
             new_messages=new,
         )
-
-
-def _with_unique_call_ids(message: Message, history: list[Message]) -> Message:
-    """A call id names one call within a thread: results, resume and idempotency keys go by it.
-
-    Some servers number calls per response (`call_0` in every step), and a model
-    replayed in a fresh process starts its numbering again; such a reused id gets
-    the step's position as a suffix before the message is stored.
-    """
-    if not message.tool_calls:
-        return message
-    seen = {call.id for m in history for call in m.tool_calls or []}
-    if not any(call.id in seen for call in message.tool_calls):
-        return message
-    suffix = f"_{len(history)}"
-    calls = [c.model_copy(update={"id": c.id + suffix}) if c.id in seen else c for c in message.tool_calls]
-    return message.model_copy(update={"tool_calls": calls})
 
 
 def _progress_argument(toolset: Toolset, name: str) -> str | None:

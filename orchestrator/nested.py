@@ -64,9 +64,16 @@ class NestedHost(Protocol):
         """Count a step (and its usage) in the execution's counters."""
 
     async def dispatch(
-        self, side: SideName, toolset: Toolset, calls: list[ToolCall], depth: int, state: ThreadState | None = None
+        self,
+        side: SideName,
+        toolset: Toolset,
+        calls: list[ToolCall],
+        depth: int,
+        state: ThreadState | None = None,
+        *,
+        resumed: bool = False,
     ) -> list[Message]:
-        """Run a step's tool calls; returns the stored results."""
+        """Run a step's tool calls (`resumed`: a stored step's, after a crash); returns what was stored."""
 
 
 def _opening_text(args: dict[str, Any]) -> str:
@@ -110,9 +117,8 @@ async def _run_prompt(
         last = next(m for m in reversed(local) if "parent_call" in m.metadata)  # the opening or the last step
         if last.role == "assistant" and not last.tool_calls:
             return ToolResult.ok(last.content or "")  # it had answered; the caller's result was not stored
-        answered = {m.tool_call_id for m in local if m.role == "tool"}
-        pending = [c for c in last.tool_calls or () if c.id not in answered]
-        local.extend(await run.dispatch(side, toolset, pending, depth=inner, state=state))
+        calls = list(last.tool_calls or ())
+        local.extend(await run.dispatch(side, toolset, calls, depth=inner, state=state, resumed=True))
     else:
         opening = Message(
             thread_id=run.thread.id,

@@ -110,8 +110,17 @@ def build_definitions(runs_file: str, label: str) -> Any:
         # parallel calls of different durations: y (the second call) finishes, and
         # its result is stored, while x (the first) still runs
         await asyncio.sleep(0.02 if args.token.endswith("-x") else 0)
+        if args.token.endswith("-y"):
+            state.queue_tool("stamp", {"token": f"{args.token}-q"})  # runs after it: a kill may land in between
         _point("tool_end")
         return {"status": "success", "result": f"noted {args.token}"}
+
+    async def stamp(state: Any, args: Note) -> dict:
+        _point("tool_start")
+        with open(runs_file, "a", encoding="utf-8") as f:
+            f.write(f"{label} {args.token}\n")
+        _point("tool_end")
+        return {"status": "success", "result": f"stamped {args.token}"}
 
     prompts = {
         "pa": define_prompt(prompt="side a of {tag}", tool_description="a", tools=("note",)),
@@ -120,7 +129,10 @@ def build_definitions(runs_file: str, label: str) -> Any:
     }
     agent = define_agent(type="dual_ai", side_a=Side("pa", max_steps=4), side_b=Side("pb"), max_session_turns=TURNS)
     return definitions(
-        tools={"note": define_tool(description="Note a token", args=Note, execute=note)},
+        tools={
+            "note": define_tool(description="Note a token", args=Note, execute=note, uses=("stamp",)),
+            "stamp": define_tool(description="Stamp a token", args=Note, execute=stamp),
+        },
         prompts=prompts,
         agents={AGENT: agent},
     )

@@ -5,7 +5,7 @@ earlier step's results (tests/test_crash_resume.py found it)."""
 
 from __future__ import annotations
 
-from orchestrator.executor import _with_unique_call_ids
+from orchestrator.answers import with_unique_call_ids
 from orchestrator.messages import Message, ToolCall
 
 
@@ -17,9 +17,9 @@ def _assistant(*ids: str) -> Message:
 
 def test_a_reused_call_id_gets_the_steps_position_and_a_fresh_one_is_kept() -> None:
     history = [_assistant("call_0", "call_1"), Message(thread_id="t", side="a", role="tool", tool_call_id="call_0")]
-    renamed = _with_unique_call_ids(_assistant("call_0", "call_9"), history)
+    renamed = with_unique_call_ids(_assistant("call_0", "call_9"), history)
     assert [c.id for c in renamed.tool_calls or []] == ["call_0_2", "call_9"]
     fresh = _assistant("call_5")
-    assert _with_unique_call_ids(fresh, history) is fresh
-    again = [_with_unique_call_ids(_assistant("call_0"), history).tool_calls[0].id for _ in range(2)]  # type: ignore[index]
+    assert with_unique_call_ids(fresh, history) is fresh
+    again = [with_unique_call_ids(_assistant("call_0"), history).tool_calls[0].id for _ in range(2)]  # type: ignore[index]
     assert again == ["call_0_2", "call_0_2"]  # the same on a resume: the request a replay checks is the same

@@ -13,7 +13,8 @@ The tool calls of a step run in parallel with different durations (the
 second finishes first), so a kill often lands after one result is stored and
 before the other: the stored one must not run again. Side b calls a prompt as a
 tool, whose nested loop makes a tool call of its own: a kill inside it must not
-start that loop over. Workers use the real
+start that loop over. Side a's second call queues a tool (`queue_tool`): a kill
+between the two must not lose it. Workers use the real
 lease clock: each one takes the dead one's leases at once (the owner's
 process is gone), with no TTL wait. On SQLite and on PostgreSQL.
 

@@ -56,6 +56,10 @@ async def _collect_events(rt: Any, thread: Any) -> list[Any]:
     return await rt.storage.events_after(thread.id, 0)
 
 
+class _Crash(BaseException):
+    """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""
+
+
 # ---------------------------------------------------------------------------
 # 1. queue_tool
 # ---------------------------------------------------------------------------
@@ -128,6 +132,55 @@ async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same
     events = await _collect_events(rt, thread)
     results = [e.data["name"] for e in events if e.type == "tool_result"]
     assert results == ["ship", "notify"]
+
+
+@pytest.mark.parametrize("crash_at", ["before-it-runs", "while-it-runs"])
+async def test_a_queued_tool_runs_after_a_crash_that_interrupted_its_queue(make_runtime: Any, crash_at: str) -> None:
+    """Before: the queue lived in memory only. A crash after the queuing tool's result was stored and
+    before the queued tool ran lost it for good: the resumed execution had nothing to run. Now the
+    result keeps what its call queued, each queued call is stored before it runs, and a resume runs
+    what is left (a call interrupted while it ran runs again, with the same id)."""
+    log: list[str] = []
+    crashed: list[str] = []
+    defs = _queue_defs(log)
+    notify = defs.tools["notify"].execute
+
+    async def crashing_notify(state: Any, args: Note) -> ToolResult:
+        if crash_at == "while-it-runs" and not crashed:
+            crashed.append("notify")
+            raise _Crash
+        result: ToolResult = await notify(state, args)
+        return result
+
+    def crash_after_ship(state: Any, call: Any, result: Any) -> None:
+        if crash_at == "before-it-runs" and call.name == "ship" and not crashed:
+            crashed.append("ship")
+            raise _Crash
+
+    defs.tools["notify"] = define_tool(description="Notify", args=Note, execute=crashing_notify).named("notify")
+    hook = define_hook("after_tool_call_success", crash_after_ship).named("after_tool_call_success")
+    defs.hooks["after_tool_call_success"] = hook
+    rt, model = await make_runtime(defs, [R(tool_calls=[C("ship", {"q": "A1"})]), R(text="Shipped and notified.")])
+    thread = await rt.create_thread("chat")
+    with pytest.raises(_Crash):
+        await thread.send("ship A1 please")
+
+    result = await thread.send("done?")  # resumes first
+
+    assert result.output == "Shipped and notified." and len(model.requests) == 2
+    assert log == ["ship:start", "ship:end", "notify:shipped A1"]
+    stored = (await thread.get_messages()).messages
+    kinds = [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in stored]
+    assert kinds == [
+        ("user", None),
+        ("assistant", "ship"),
+        ("tool", "ship"),
+        ("assistant", "notify"),
+        ("tool", "notify"),
+        ("user", None),
+        ("assistant", None),
+    ]
+    assert stored[4].tool_call_id == stored[3].tool_calls[0].id and stored[4].content == "notified: shipped A1"
 
 
 async def test_queue_tool_outside_uses_is_an_error_result_naming_the_rule(make_runtime: Any) -> None:
@@ -283,10 +336,6 @@ async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime
     assert started == [("researcher", 0), ("probe", 1), ("probe", 0)]
     created = [e.data["depth"] for e in events if e.type == "message_created"]
     assert created.count(1) == 3  # the nested opening, call and answer (the result is a tool_result event)
-
-
-class _Crash(BaseException):
-    """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""
 
 
 @pytest.mark.parametrize("crash_after", ["tool", "assistant"], ids=["after-its-tool-result", "after-its-answer"])
