@@ -51,6 +51,11 @@ def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
+def _kinds(messages: list[Any]) -> list[tuple[str, str | None]]:
+    """Each message's role and the tool it answers or calls (its first call)."""
+    return [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in messages]
+
+
 async def _collect_events(rt: Any, thread: Any) -> list[Any]:
     """The thread's durable event log so far (text deltas are live-only)."""
     return await rt.storage.events_after(thread.id, 0)
@@ -115,8 +120,7 @@ async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same
 
     # storage: the queued call is its own assistant message, tied to its parent call
     stored = (await thread.get_messages()).messages
-    kinds = [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in stored]
-    assert kinds == [
+    assert _kinds(stored) == [
         ("user", None),
         ("assistant", "ship"),
         ("tool", "ship"),
@@ -170,8 +174,7 @@ async def test_a_queued_tool_runs_after_a_crash_that_interrupted_its_queue(make_
     assert result.output == "Shipped and notified." and len(model.requests) == 2
     assert log == ["ship:start", "ship:end", "notify:shipped A1"]
     stored = (await thread.get_messages()).messages
-    kinds = [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in stored]
-    assert kinds == [
+    assert _kinds(stored) == [
         ("user", None),
         ("assistant", "ship"),
         ("tool", "ship"),
