@@ -15,12 +15,14 @@ lease decides which).
 
 Events go live when they are published, before the step that stores them
 commits (clients see progress at once). The exception is an event that says
-the execution is over (`SETTLING_EVENTS`): clients act on it (close the socket,
-show "completed", send the next message), so it is held back, with anything
-published after it, until it is in the log together with the thread status it
-announces. Were it live first, a publisher dying before that commit would leave
-clients told "stopped" while the thread is still `running`, and the process
-that resumes it would announce a second start and stop.
+an execution began or is over (`SETTLING_EVENTS`): clients act on it (show
+"running", close the socket, show "completed", send the next message), so it
+is held back, with anything published after it, until it is in the log together
+with the thread status it announces. Were it live first, a publisher dying
+before that commit would leave clients told "stopped" while the thread is still
+`running`, or told of a start that never happened (with a broker, the stream
+would then carry it into the log, and the process that starts the thread next
+would announce a second, unrelated start).
 
 With `ORCHESTRATOR_CHECK_EVENTS=1` in the environment (the test suite sets it)
 every published payload is checked against its model in `event_types.py`
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from .broker import RedisBroker
 
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
-SETTLING_EVENTS = frozenset({"execution_stopped", "execution_failed"})  # live only once stored
+SETTLING_EVENTS = frozenset({"execution_started", "execution_stopped", "execution_failed"})  # live once stored
 _RING_SIZE = 2048
 SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
 _log = structlog.get_logger("orchestrator.events")
@@ -341,6 +343,20 @@ class EventBus:
             else:
                 kinds = [(e.seq, e.type) for e in events]
             ch.committed |= {seq for seq, type_ in kinds if type_ in SETTLING_EVENTS}
+            self._let_out_stored(ch)
+
+    def _let_out_stored(self, ch: _Channel) -> None:
+        """Held events go live up to the first settling event not known stored: at once, with no lookup,
+        so what follows an execution's start is not held until the execution's end."""
+        count = 0
+        for event in ch.held:
+            if event.type in SETTLING_EVENTS and event.seq not in ch.committed:
+                break
+            count += 1
+        ready, ch.held[:count] = ch.held[:count], []
+        ch.committed -= {e.seq for e in ready}
+        for event in ready:
+            self._go_live(ch, event)
 
     def take_pending(self, thread_id: str, *, lease: int | None = None) -> EncodedEvents:
         """Hand the unwritten durable events to a caller that writes them in its

@@ -90,6 +90,43 @@ async def test_execution_event_log_has_no_gap_after_a_failed_write(make_runtime:
     assert [e.data["q"] for e in await rt.storage.events_after(thread.id, 0) if e.type == "noted"] == ["1", "2"]
 
 
+async def test_an_executions_start_goes_live_only_once_it_is_stored(make_runtime: Any) -> None:
+    """Before: `execution_started` went live when published, ahead of the commit that stores it with
+    the thread's `running` status. A worker dying in between left clients told of a start that never
+    happened; with a broker the stream then carried it into the log, and the next worker's execution
+    announced a second, unrelated start (tests/test_multiprocess.py caught it: two flows, neither
+    resumed). Now it waits, like an execution's end, for the commit that stores it."""
+    rt, _ = await make_runtime(_defs(), [R(text="done")])
+    thread = await rt.create_thread("chat")
+    live: list[str] = []
+
+    async def watch() -> None:
+        async for event in thread.events():
+            live.append(event.type)
+            if event.type == "execution_stopped":
+                return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    seen_before_commit: list[list[str]] = []
+    commit = rt.storage.commit
+
+    async def watched_commit(write: Any) -> Any:
+        if any(e.type == "execution_started" for e in write.events):
+            for _ in range(10):
+                await asyncio.sleep(0)  # every subscriber has had its turn
+            seen_before_commit.append(list(live))
+        return await commit(write)
+
+    rt.storage.commit = watched_commit  # type: ignore[method-assign]
+    await thread.send("go")
+    await asyncio.wait_for(watcher, 30)
+
+    assert seen_before_commit == [["thread_created"]]
+    assert live.count("execution_started") == 1 and live.index("execution_started") == 1
+    assert [e.type for e in await rt.storage.events_after(thread.id, 0)][:2] == ["thread_created", "execution_started"]
+
+
 async def test_failed_step_commit_hands_its_events_back(make_runtime: Any) -> None:
     rt, _ = await make_runtime(_defs(), [R(text="hello")])
     thread = await rt.create_thread("chat")
