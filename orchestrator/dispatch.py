@@ -146,7 +146,7 @@ class Dispatcher:
     ) -> list[Message]:
         queue = _queued(results[parent.id])
         announces = [m.tool_calls[0] for m in history if m.metadata.get("queued_by") == parent.id and m.tool_calls]
-        self._queued_runs += len(announces)
+        self._queued_runs += sum(call.id in results for call in announces)  # runs that finished count to the limit
         stored: list[Message] = []
         for call in announces:  # as `_run_queue` ran them: first in, first out
             if queue:
