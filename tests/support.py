@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from orchestrator import Side, define_agent, define_prompt
 from orchestrator.loader import Definitions
 
 
@@ -32,3 +33,33 @@ class Q(BaseModel):
 def tool_names(request: dict[str, Any]) -> list[str]:
     """The tool names a model request offered."""
     return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+def chat_definitions(
+    tools: dict[str, Any],
+    a_tools: tuple[str, ...],
+    *,
+    prompts: dict[str, Any] | None = None,
+    agents: dict[str, Any] | None = None,
+) -> Definitions:
+    """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
+    all_prompts = {
+        "pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools),
+        **(prompts or {}),
+    }
+    all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
+    return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool results a model request carried."""
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def event_log(rt: Any, thread: Any) -> list[Any]:
+    """The thread's durable event log so far (text deltas are live-only)."""
+    return list(await rt.storage.events_after(thread.id, 0))
+
+
+class Crash(BaseException):
+    """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""

@@ -1,6 +1,6 @@
-"""Tools calling tools, prompts and agents as tools, required variables, and
-the shipped demo: end to end (LiteLLM builds the requests; the runtime's OpenAI-wire
-reader reads the scripted model's streams).
+"""Tools calling tools (queued and invoked, also after a crash) and required variables, end to end;
+prompts and agents called as tools are in tests/test_nested_calls.py. LiteLLM builds the requests;
+the runtime's OpenAI-wire reader reads the scripted model's streams.
 
 Each test drives the real loop on a scripted model served by respx and checks
 what the model received (`model.requests`: the JSON bodies LiteLLM sent),
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
-from support import Q, definitions, tool_names
+from pydantic import BaseModel
+from support import Crash, Q, chat_definitions, event_log, tool_messages, tool_names
 
-from orchestrator import Side, ToolResult, define_agent, define_hook, define_prompt, define_tool
+from orchestrator import ToolResult, define_hook, define_tool
 from orchestrator.definitions import VariableDefinition
 from orchestrator.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
@@ -31,38 +31,9 @@ class Note(BaseModel):
     text: str = ""
 
 
-def _chat(
-    tools: dict[str, Any],
-    a_tools: tuple[str, ...],
-    *,
-    prompts: dict[str, Any] | None = None,
-    agents: dict[str, Any] | None = None,
-):
-    """One ai_human agent `chat` whose side a prompt `pa` offers `a_tools`."""
-    all_prompts = {
-        "pa": define_prompt(prompt="You are side a.", tool_description="side a", tools=a_tools),
-        **(prompts or {}),
-    }
-    all_agents = {"chat": define_agent(type="ai_human", side_a=Side("pa")), **(agents or {})}
-    return definitions(tools=tools, prompts=all_prompts, agents=all_agents)
-
-
-def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in request["messages"] if m["role"] == "tool"]
-
-
 def _kinds(messages: list[Any]) -> list[tuple[str, str | None]]:
     """Each message's role and the tool it answers or calls (its first call)."""
     return [(m.role, m.name or (m.tool_calls[0].name if m.tool_calls else None)) for m in messages]
-
-
-async def _collect_events(rt: Any, thread: Any) -> list[Any]:
-    """The thread's durable event log so far (text deltas are live-only)."""
-    return await rt.storage.events_after(thread.id, 0)
-
-
-class _Crash(BaseException):
-    """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""
 
 
 # ---------------------------------------------------------------------------
@@ -90,7 +61,7 @@ def _queue_defs(log: list[str]):
         "notify": define_tool(description="Notify the customer", args=Note, execute=notify),
         "sneaky": define_tool(description="Queues what it may not", args=Q, execute=sneaky),
     }
-    return _chat(tools, ("ship", "sneaky"))
+    return chat_definitions(tools, ("ship", "sneaky"))
 
 
 async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same_message(make_runtime: Any) -> None:
@@ -133,7 +104,7 @@ async def test_queue_tool_runs_after_the_tool_and_is_shown_as_a_call_of_the_same
     assert stored[4].tool_call_id == announce.tool_calls[0].id == calls[1]["id"]
     assert stored[4].tool_status == "success"
 
-    events = await _collect_events(rt, thread)
+    events = await event_log(rt, thread)
     results = [e.data["name"] for e in events if e.type == "tool_result"]
     assert results == ["ship", "notify"]
 
@@ -152,21 +123,21 @@ async def test_a_queued_tool_runs_after_a_crash_that_interrupted_its_queue(make_
     async def crashing_notify(state: Any, args: Note) -> ToolResult:
         if crash_at == "while-it-runs" and not crashed:
             crashed.append("notify")
-            raise _Crash
+            raise Crash
         result: ToolResult = await notify(state, args)
         return result
 
     def crash_after_ship(state: Any, call: Any, result: Any) -> None:
         if crash_at == "before-it-runs" and call.name == "ship" and not crashed:
             crashed.append("ship")
-            raise _Crash
+            raise Crash
 
     defs.tools["notify"] = define_tool(description="Notify", args=Note, execute=crashing_notify).named("notify")
     hook = define_hook("after_tool_call_success", crash_after_ship).named("after_tool_call_success")
     defs.hooks["after_tool_call_success"] = hook
     rt, model = await make_runtime(defs, [R(tool_calls=[C("ship", {"q": "A1"})]), R(text="Shipped and notified.")])
     thread = await rt.create_thread("chat")
-    with pytest.raises(_Crash):
+    with pytest.raises(Crash):
         await thread.send("ship A1 please")
 
     result = await thread.send("done?")  # resumes first
@@ -193,7 +164,7 @@ async def test_queue_tool_outside_uses_is_an_error_result_naming_the_rule(make_r
     thread = await rt.create_thread("chat")
     await thread.send("go")
 
-    [answer] = _tool_messages(model.requests[1])
+    [answer] = tool_messages(model.requests[1])
     assert (
         answer["content"] == "queue_tool: tool 'sneaky' may not call 'notify'; add it to the tool's uses (now: empty)"
     )
@@ -233,14 +204,14 @@ def _invoke_defs():
         "ping": define_tool(description="Ping", args=Q, execute=ping, uses=("pong",)),
         "pong": define_tool(description="Pong", args=Q, execute=pong, uses=("ping",)),
     }
-    return _chat(tools, ("outer", "rogue", "ping"))
+    return chat_definitions(tools, ("outer", "rogue", "ping"))
 
 
 async def test_invoke_tool_returns_the_result_to_the_caller(make_runtime: Any) -> None:
     rt, model = await make_runtime(_invoke_defs(), [R(tool_calls=[C("outer", {"q": "abc"})]), R(text="done")])
     thread = await rt.create_thread("chat")
     await thread.send("go")
-    [answer] = _tool_messages(model.requests[1])
+    [answer] = tool_messages(model.requests[1])
     assert answer["content"] == "outer used [inner saw ABC] (success)"
     # an invoked tool's result is the caller's business: nothing of it is stored on its own
     stored = (await thread.get_messages()).messages
@@ -253,229 +224,11 @@ async def test_invoke_tool_outside_uses_and_cycles_are_clear_errors(make_runtime
     rt, model = await make_runtime(_invoke_defs(), script)
     thread = await rt.create_thread("chat")
     await thread.send("go")
-    rogue, ping = _tool_messages(model.requests[1])
+    rogue, ping = tool_messages(model.requests[1])
     assert rogue["content"] == "invoke_tool: tool 'rogue' may not call 'inner'; add it to the tool's uses (now: empty)"
     assert ping["content"] == "invoke_tool cycle: ping -> pong -> ping"
     stored = (await thread.get_messages()).messages
     assert [m.tool_status for m in stored if m.role == "tool"] == ["error", "error"]
-
-
-# ---------------------------------------------------------------------------
-# 3. a prompt as a tool
-# ---------------------------------------------------------------------------
-
-
-def _nested_prompt_defs(paths: list[list[str]]):
-    async def probe(state: Any, args: Q) -> ToolResult:
-        paths.append(list(state.execution.prompt_path))
-        return ToolResult.ok(f"probe {args.q}: depth {len(state.execution.prompt_path)}")
-
-    prompts = {
-        "researcher": define_prompt(
-            prompt="You research {topic} carefully.",
-            tool_description="Research a question",
-            tools=("probe",),
-            variables={"topic": "orders"},
-        ),
-    }
-    return _chat(
-        {"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("researcher", "probe"), prompts=prompts
-    )
-
-
-async def test_prompt_as_a_tool_runs_a_nested_loop_one_level_deeper(make_runtime: Any) -> None:
-    paths: list[list[str]] = []
-    script = [
-        R(tool_calls=[C("researcher", {"message": "Why is A1 late?"})]),  # outer a
-        R(tool_calls=[C("probe", {"q": "inner"})]),  # nested researcher
-        R(text="A1 waits for stock."),  # nested researcher's final text
-        R(tool_calls=[C("probe", {"q": "outer"})]),  # outer a again
-        R(text="It waits for stock."),  # outer a answers
-    ]
-    rt, model = await make_runtime(_nested_prompt_defs(paths), script)
-    thread = await rt.create_thread("chat")
-    result = await thread.send("Where is A1?")
-    assert result.output == "It waits for stock."
-
-    # the nested request: the nested prompt's system prompt, the call's message as user text, its own tools
-    assert model.requests[1]["messages"] == [
-        {"role": "system", "content": "You research orders carefully."},
-        {"role": "user", "content": "Why is A1 late?"},
-    ]
-    assert tool_names(model.requests[1]) == ["probe"]
-    assert tool_names(model.requests[0]) == ["researcher", "probe"]
-    # its second request carries its own tool round, and nothing of the outer conversation
-    nested2 = model.requests[2]["messages"]
-    assert [m["role"] for m in nested2] == ["system", "user", "assistant", "tool"]
-    assert nested2[3]["content"] == "probe inner: depth 2"
-    # prompt_path grows during the nested loop and shrinks after it
-    assert paths == [["pa", "researcher"], ["pa"]]
-
-    # the outer model sees the nested final text as the tool result
-    outer = model.requests[3]["messages"]
-    assert [m["role"] for m in outer] == ["system", "user", "assistant", "tool"]
-    assert outer[2]["tool_calls"][0]["function"]["name"] == "researcher"
-    assert outer[3] == {
-        "role": "tool",
-        "tool_call_id": outer[2]["tool_calls"][0]["id"],
-        "content": "A1 waits for stock.",
-    }
-    assert "probe inner" not in json.dumps(outer)  # the nested loop's messages stay at depth 1
-
-    every = (await thread.get_messages()).messages
-    nested = [m for m in every if m.depth == 1]
-    assert [(m.role, m.content) for m in nested] == [
-        ("user", "Why is A1 late?"),
-        ("assistant", None),
-        ("tool", "probe inner: depth 2"),
-        ("assistant", "A1 waits for stock."),
-    ]
-    assert all(m.metadata.get("parent_call") == outer[2]["tool_calls"][0]["id"] for m in nested if m.role != "tool")
-    top = (await thread.get_messages(max_depth=0)).messages
-    assert [m.id for m in top] == [m.id for m in every if m.depth == 0] and len(top) == len(every) - 4
-    assert thread.record.execution.step_count == 5  # nested steps count as steps of the execution
-    events = await _collect_events(rt, thread)
-    started = [(e.data["name"], e.data["depth"]) for e in events if e.type == "tool_call_started"]
-    assert started == [("researcher", 0), ("probe", 1), ("probe", 0)]
-    created = [e.data["depth"] for e in events if e.type == "message_created"]
-    assert created.count(1) == 3  # the nested opening, call and answer (the result is a tool_result event)
-
-
-@pytest.mark.parametrize("crash_after", ["tool", "assistant"], ids=["after-its-tool-result", "after-its-answer"])
-async def test_a_prompt_as_a_tool_resumes_its_nested_loop_after_a_crash(make_runtime: Any, crash_after: str) -> None:
-    """Before: a resumed execution ran the interrupted nested loop again from its start (a second
-    opening, its tools run again with new idempotency keys, its steps asked of the model again).
-    Now the nested loop goes on from its last stored step, like the top level."""
-    paths: list[list[str]] = []
-    crashed: list[str] = []
-
-    def crash(state: Any, message: Any) -> None:
-        if message.depth == 1 and message.role == crash_after and message.tool_calls is None and not crashed:
-            crashed.append(message.id)
-            raise _Crash
-
-    defs = _nested_prompt_defs(paths)
-    defs.hooks["after_create_message"] = define_hook("after_create_message", crash).named("after_create_message")
-    script = [
-        R(tool_calls=[C("researcher", {"message": "Why is A1 late?"})]),  # outer a
-        R(tool_calls=[C("probe", {"q": "inner"})]),  # nested researcher
-        R(text="A1 waits for stock."),  # nested researcher's final text (asked after the resume, or stored before it)
-        R(text="It waits for stock."),  # outer a answers
-    ]
-    rt, model = await make_runtime(defs, script)
-    thread = await rt.create_thread("chat")
-    with pytest.raises(_Crash):
-        await thread.send("Where is A1?")
-    assert (await rt.storage.get_thread(thread.id)).status == "running"
-
-    result = await thread.send("Any news?")  # resumes the pending call first
-
-    assert paths == [["pa", "researcher"]]  # the nested tool ran once
-    nested = [m for m in (await thread.get_messages()).messages if m.depth == 1]
-    assert [(m.role, m.content) for m in nested] == [
-        ("user", "Why is A1 late?"),
-        ("assistant", None),
-        ("tool", "probe inner: depth 2"),
-        ("assistant", "A1 waits for stock."),
-    ]
-    nested_requests = [r for r in model.requests if r["messages"][0]["content"] == "You research orders carefully."]
-    assert [[m["role"] for m in r["messages"]] for r in nested_requests] == [
-        ["system", "user"],
-        ["system", "user", "assistant", "tool"],  # after the tool crash: the stored round, not a fresh start
-    ]
-    assert result.output == "It waits for stock."
-
-
-# ---------------------------------------------------------------------------
-# 4. an agent as a tool
-# ---------------------------------------------------------------------------
-
-
-class TripArgs(BaseModel):
-    city: str = Field(description="Where to")
-    days: int = Field(description="How long")
-
-
-def _agent_tool_defs(seen: list[tuple[str, str, dict[str, Any]]]):
-    async def read_args(state: Any) -> ToolResult:
-        seen.append((state.thread_id, state.execution.current_side, dict(state.arguments)))
-        return ToolResult.ok(f"arguments: {json.dumps(dict(state.arguments), sort_keys=True)}")
-
-    async def finish(state: Any) -> ToolResult:
-        return ToolResult.ok("finished")
-
-    prompts = {
-        "planner": define_prompt(
-            prompt="Plan a trip to {city} for {days} days.", tool_description="planner", tools=("read_args",)
-        ),
-        "traveller": define_prompt(
-            prompt="You are a traveller going to {city}.", tool_description="traveller", tools=("read_args", "finish")
-        ),
-    }
-    agents = {
-        "trip": define_agent(
-            type="dual_ai",
-            side_a=Side("planner"),
-            side_b=Side("traveller", end_conversation_tool="finish"),
-            expose_as_tool=True,
-            tool_description="Plan a trip with a traveller",
-            args=TripArgs,
-            max_session_turns=4,
-        ),
-    }
-    tools = {
-        "read_args": define_tool(description="Read the thread's arguments", execute=read_args),
-        "finish": define_tool(description="Finish", execute=finish),
-    }
-    return _chat(tools, ("trip",), prompts=prompts, agents=agents)
-
-
-async def test_agent_as_a_tool_runs_a_child_thread_with_the_call_arguments(make_runtime: Any) -> None:
-    seen: list[tuple[str, str, dict[str, Any]]] = []
-    script = [
-        R(tool_calls=[C("trip", {"city": "Oslo", "days": 3})]),  # parent a
-        R(tool_calls=[C("read_args", {})]),  # child a
-        R(text="Plan: three days in Oslo."),  # child a's answer
-        R(tool_calls=[C("read_args", {}), C("finish", {})]),  # child b ends the child conversation
-        R(text="Your trip is planned."),  # parent a
-    ]
-    rt, model = await make_runtime(_agent_tool_defs(seen), script)
-    thread = await rt.create_thread("chat", user_id="u1")
-    events_before = len(await _collect_events(rt, thread))
-    result = await thread.send("Plan me a trip")
-    assert result.output == "Your trip is planned."
-
-    # the tool schema comes from the agent's args model
-    [spec] = model.requests[0]["tools"]
-    assert spec["function"]["name"] == "trip" and set(spec["function"]["parameters"]["properties"]) == {"city", "days"}
-
-    threads = await rt.list_threads()
-    [child] = [t for t in threads if t.id != thread.id]
-    assert (child.agent_id, child.parent_id, child.depth, child.user_id) == ("trip", thread.id, 1, "u1")
-    assert child.arguments == {"city": "Oslo", "days": 3}
-    assert child.status == "completed" and child.execution.reason == "end_conversation"
-
-    # both child sides read the arguments from state, and see them in their prompts
-    assert seen == [(child.id, "a", {"city": "Oslo", "days": 3}), (child.id, "b", {"city": "Oslo", "days": 3})]
-    assert model.requests[1]["messages"][0] == {"role": "system", "content": "Plan a trip to Oslo for 3 days."}
-    assert model.requests[3]["messages"][0] == {"role": "system", "content": "You are a traveller going to Oslo."}
-    assert model.requests[3]["messages"][1:] == [{"role": "user", "content": "Plan: three days in Oslo."}]
-
-    # the child's final answer is the parent's tool result
-    parent_view = model.requests[4]["messages"]
-    call = parent_view[2]["tool_calls"][0]
-    assert parent_view[3] == {"role": "tool", "tool_call_id": call["id"], "content": "Plan: three days in Oslo."}
-
-    # the child's messages live in the child thread, not the parent's
-    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
-    assert [m.side for m in child_messages if m.role == "assistant"] == ["a", "a", "b"]
-    parent_messages = (await thread.get_messages()).messages
-    assert [(m.role, m.content) for m in parent_messages][-2:] == [
-        ("tool", "Plan: three days in Oslo."),
-        ("assistant", "Your trip is planned."),
-    ]
-    started = [e for e in (await _collect_events(rt, thread))[events_before:] if e.type == "subagent_started"]
-    assert [e.data for e in started] == [{"thread_id": child.id, "agent": "trip", "call_id": call["id"]}]
 
 
 # ---------------------------------------------------------------------------
@@ -497,7 +250,7 @@ def _variable_defs(tokens: list[str]):
         execute=call_api,
         variables=(VariableDefinition(name=VAR, description="API token for the order service"),),
     )
-    return _chat({"call_api": tool}, ("call_api",))
+    return chat_definitions({"call_api": tool}, ("call_api",))
 
 
 async def test_missing_required_variable_is_an_error_result_then_thread_env_lets_it_run(
@@ -515,7 +268,7 @@ async def test_missing_required_variable_is_an_error_result_then_thread_env_lets
     thread = await rt.create_thread("chat")
 
     await thread.send("call it")
-    [answer] = _tool_messages(model.requests[1])
+    [answer] = tool_messages(model.requests[1])
     assert (
         answer["content"]
         == f"Tool 'call_api' needs env value {VAR!r} (API token for the order service), which is not set"
@@ -525,7 +278,7 @@ async def test_missing_required_variable_is_an_error_result_then_thread_env_lets
     await thread.state.set_env(VAR, "tok-123456", "secret")
     assert (await rt.storage.get_env("thread", thread.id, VAR)).value == "tok-123456"
     await thread.send("again")
-    answers = _tool_messages(model.requests[3])
+    answers = tool_messages(model.requests[3])
     assert answers[-1]["content"] == "called with a 10-character token"
     assert tokens == ["tok-123456"]
     stored = (await thread.get_messages()).messages
@@ -546,7 +299,7 @@ async def test_queued_tools_that_queue_more_are_bounded_per_step(make_runtime: A
         state.queue_tool("chain", {"q": args.q + "+"})
         return ToolResult.ok(f"chain {args.q}")
 
-    defs = _chat(
+    defs = chat_definitions(
         {"chain": define_tool(description="Queues itself", args=Q, execute=chain, uses=("chain",))}, ("chain",)
     )
     script = [R(tool_calls=[C("chain", {"q": "x"})]), R(text="stopped")]
@@ -573,137 +326,6 @@ async def test_queued_tools_that_queue_more_are_bounded_per_step(make_runtime: A
     ]
 
 
-async def test_invoke_tool_can_run_a_prompt_as_a_nested_loop(make_runtime: Any) -> None:
-    async def ask(state: Any, args: Q) -> ToolResult:
-        answer = await state.invoke_tool("expert", {"message": f"Explain {args.q}"})
-        return ToolResult.ok(f"the expert says: {answer.result}")
-
-    prompts = {"expert": define_prompt(prompt="You are an expert.", tool_description="Ask the expert")}
-    defs = _chat(
-        {"ask": define_tool(description="Ask", args=Q, execute=ask, uses=("expert",))}, ("ask",), prompts=prompts
-    )
-    script = [R(tool_calls=[C("ask", {"q": "tides"})]), R(text="The moon pulls."), R(text="Tides: the moon.")]
-    rt, model = await make_runtime(defs, script)
-    thread = await rt.create_thread("chat")
-    await thread.send("why tides?")
-    assert model.requests[1]["messages"] == [
-        {"role": "system", "content": "You are an expert."},
-        {"role": "user", "content": "Explain tides"},
-    ]
-    assert "tools" not in model.requests[1]
-    [answer] = _tool_messages(model.requests[2])
-    assert answer["content"] == "the expert says: The moon pulls."
-    nested = (await thread.get_messages()).messages
-    assert [(m.depth, m.role, m.content) for m in nested if m.depth == 1] == [
-        (1, "user", "Explain tides"),
-        (1, "assistant", "The moon pulls."),
-    ]
-
-
-async def test_prompt_as_a_tool_that_does_not_finish_is_an_error_result(make_runtime: Any) -> None:
-    async def probe(state: Any, args: Q) -> ToolResult:
-        return ToolResult.ok("more")
-
-    prompts = {"looper": define_prompt(prompt="Loop.", tool_description="Loops", tools=("probe",), max_steps=2)}
-    defs = _chat({"probe": define_tool(description="Probe", args=Q, execute=probe)}, ("looper",), prompts=prompts)
-    script = [
-        R(tool_calls=[C("looper", {"message": "go"})]),
-        R(tool_calls=[C("probe", {})]),
-        R(tool_calls=[C("probe", {})]),
-        R(text="gave up"),
-    ]
-    rt, model = await make_runtime(defs, script)
-    thread = await rt.create_thread("chat")
-    result = await thread.send("x")
-    assert result.output == "gave up" and len(model.requests) == 4
-    [answer] = _tool_messages(model.requests[3])
-    assert answer["content"] == "prompt 'looper' did not finish within 2 steps"
-
-
-@pytest.mark.parametrize("crash_at", ["child-tool", "child-last", "parent-result"])
-async def test_an_agent_as_a_tool_resumes_its_child_thread_after_a_crash(make_runtime: Any, crash_at: str) -> None:
-    """Before: a resumed execution ran the interrupted call again with a new child thread, from the
-    start, and left the first child `running`. Now the call finds its child: a child that crashed goes
-    on from its last stored step, one that had finished gives its stored answer."""
-    seen: list[tuple[str, str, dict[str, Any]]] = []
-    crashed: list[str] = []
-    parent: list[str] = []
-
-    def crash_on_message(state: Any, message: Any) -> None:
-        child = message.thread_id != parent[0]
-        hit = {
-            "child-tool": message.content == "{}" or message.name == "read_args",
-            "child-last": message.name == "finish",
-        }
-        if child and message.role == "tool" and hit.get(crash_at) and not crashed:
-            crashed.append(message.id)
-            raise _Crash
-
-    def crash_on_result(state: Any, call: Any, result: Any) -> None:
-        if crash_at == "parent-result" and state.thread_id == parent[0] and call.name == "trip" and not crashed:
-            crashed.append(call.id)
-            raise _Crash
-
-    defs = _agent_tool_defs(seen)
-    defs.hooks["after_create_message"] = define_hook("after_create_message", crash_on_message).named(
-        "after_create_message"
-    )
-    defs.hooks["before_store_tool_result"] = define_hook("before_store_tool_result", crash_on_result).named(
-        "before_store_tool_result"
-    )
-    script = [
-        R(tool_calls=[C("trip", {"city": "Oslo", "days": 3})]),  # parent a
-        R(tool_calls=[C("read_args", {})]),  # child a
-        R(text="Plan: three days in Oslo."),  # child a's answer
-        R(tool_calls=[C("read_args", {}), C("finish", {})]),  # child b ends the child conversation
-        R(text="Your trip is planned."),  # parent a, after the resume
-    ]
-    rt, model = await make_runtime(defs, script)
-    thread = await rt.create_thread("chat", user_id="u1")
-    parent.append(thread.id)
-    with pytest.raises(_Crash):
-        await thread.send("Plan me a trip")
-    assert crashed
-
-    result = await thread.send("Is it done?")  # resumes the pending call first
-
-    assert result.output == "Your trip is planned." and len(model.requests) == 5
-    [child] = [t for t in await rt.list_threads() if t.id != thread.id]  # one child thread, not a second
-    assert child.status == "completed" and child.execution.reason == "end_conversation"
-    assert [side for _, side, _ in seen] == ["a", "b"]  # each child side's tool ran once
-    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
-    assert [m.side for m in child_messages if m.role == "assistant"] == ["a", "a", "b"]
-    [trip] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
-    assert trip.content == "Plan: three days in Oslo."
-
-
-async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(make_runtime: Any) -> None:
-    prompts = {"helper_p": define_prompt(prompt="You help.", tool_description="helper")}
-    agents = {
-        "helper": define_agent(
-            type="ai_human", side_a=Side("helper_p"), expose_as_tool=True, tool_description="Ask the helper"
-        )
-    }
-    defs = _chat({}, ("helper",), prompts=prompts, agents=agents)
-    script = [R(tool_calls=[C("helper", {"message": "Summarise order A1"})]), R(text="A1: shipped."), R(text="Done.")]
-    rt, model = await make_runtime(defs, script)
-    thread = await rt.create_thread("chat")
-    await thread.send("x")
-    assert model.requests[1]["messages"] == [
-        {"role": "system", "content": "You help."},
-        {"role": "user", "content": "Summarise order A1"},
-    ]
-    [answer] = _tool_messages(model.requests[2])
-    assert answer["content"] == "A1: shipped."
-    [child] = [t for t in await rt.list_threads() if t.parent_id == thread.id]
-    assert child.arguments == {"message": "Summarise order A1"} and child.status == "idle"
-    child_messages = (await (await rt.get_thread(child.id)).get_messages()).messages
-    assert [(m.side, m.role, m.content) for m in child_messages] == [
-        ("b", "user", "Summarise order A1"),
-        ("a", "assistant", "A1: shipped."),
-    ]
-
-
 async def test_optional_variable_missing_does_not_block_the_tool(
     make_runtime: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -715,6 +337,8 @@ async def test_optional_variable_missing_does_not_block_the_tool(
     tool = define_tool(
         description="Maybe", args=Q, execute=maybe, variables=(VariableDefinition(name=VAR, required=False),)
     )
-    rt, model = await make_runtime(_chat({"maybe": tool}, ("maybe",)), [R(tool_calls=[C("maybe", {})]), R(text="ok")])
+    rt, model = await make_runtime(
+        chat_definitions({"maybe": tool}, ("maybe",)), [R(tool_calls=[C("maybe", {})]), R(text="ok")]
+    )
     await (await rt.create_thread("chat")).send("go")
-    assert _tool_messages(model.requests[1])[0]["content"] == "ran without it"
+    assert tool_messages(model.requests[1])[0]["content"] == "ran without it"
