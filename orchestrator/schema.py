@@ -471,8 +471,8 @@ def _gemini_union(node: JsonSchema, path: str) -> JsonSchema:
     outer = {k: v for k, v in node.items() if k not in ("anyOf", "type")}
     if len(members) == 1:
         out = _gemini({**members[0], **outer}, path)
-    else:
-        shared = _gemini(outer, path)
+    else:  # only notes are shared: `outer` says nothing of the type, and read alone it would be "any value"
+        shared = {k: v for k, v in outer.items() if k == "description"}
         out = {"anyOf": [{**_gemini(m, path), **shared} for m in members]}
     return _gemini_nullable(out) if nullable else out
 

@@ -214,6 +214,8 @@ def assert_gemini(schema: dict) -> None:
             assert node["format"] in {"date-time", "enum"}
         if "required" in node:
             assert set(node["required"]) <= set(node["properties"])
+        if "anyOf" in node:
+            assert not set(node) - {"anyOf", "description", "nullable"}, f"a union with a type beside it: {node}"
         for sub in node.get("properties", {}).values():
             walk(sub)
         if "items" in node:
@@ -465,6 +467,17 @@ def test_gemini_nullable_and_defaults() -> None:
     assert props["filters"]["nullable"] is True and props["filters"]["type"] == "object"
     assert props["limit"] == {"type": "integer", "description": "Max results. Defaults to 10."}
     assert props["kind"]["enum"] == ["search"]  # const spelled as a one-value enum
+
+
+def test_gemini_union_members_keep_only_their_own_type() -> None:
+    model = create_model("Args", key=(int | str, Field(description="Id or name.")), grid=(list[list[str]] | int, ...))
+    props = tool_parameters(model, "gemini")["properties"]
+    assert props["key"] == {
+        "anyOf": [{"type": "integer", "description": "Id or name."}, {"type": "string", "description": "Id or name."}]
+    }
+    grid = {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}
+    assert props["grid"] == {"anyOf": [grid, {"type": "integer"}]}
+    jsonschema.validate({"key": 3, "grid": [[]]}, _gemini_as_json_schema(tool_parameters(model, "gemini")))
 
 
 def test_gemini_refuses_record_with_path() -> None:
