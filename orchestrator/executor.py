@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
@@ -29,12 +28,13 @@ from . import tracing
 from .answers import answer_message, provider_family, with_unique_call_ids
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
+from .execution_result import ExecutionFailed, ExecutionResult
 from .hooks import ToolCallStart
 from .messages import (
+    Event,
     ExecutionSnapshot,
     Message,
     SideName,
-    StoppedBy,
     ThreadRecord,
     ThreadStatus,
     ToolCall,
@@ -53,45 +53,31 @@ if TYPE_CHECKING:
 
 _log = structlog.get_logger("orchestrator.executor")
 _T = TypeVar("_T")
+_MESSAGE_EVENTS = ("message_created", "tool_result")
 
-
-class ExecutionFailed(RuntimeError):
-    """The model could not be reached (after retries and fallbacks). The thread
-    is left consistent and can run again; `result` says how far it got."""
-
-    def __init__(self, message: str, result: ExecutionResult) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-class ExecutionResult(BaseModel):
-    """How an execution ended, shaped like a PydanticAI / Agents SDK run result
-    (and the JSON the server returns for it)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    thread_id: str
-    flow_id: str
-    stopped_by: StoppedBy | None  # the side whose turn it was, or "caller" for a stop from outside
-    reason: str
-    step_count: int
-    side_a_step_count: int
-    side_b_step_count: int
-    usage: Usage
-    output: str | None = None  # the last AI text of the execution
-    finish: str | None = None  # how the last AI answer ended (providers.stream.FinishReason)
-    truncated: bool = False  # the last AI answer was cut by the token limit (`output` is partial)
-    refusal: str | None = None  # the last AI answer's refusal text, if it refused
-    new_messages: list[Message] = Field(default_factory=list)
-
-    @property
-    def final_output(self) -> str | None:  # OpenAI Agents SDK spelling
-        return self.output
+__all__ = ["Executed", "ExecutionFailed", "ExecutionResult", "execute"]  # the results are re-exported from here
 
 
 @dataclass
 class _Outcome:
     called: set[str]
+
+
+def _turn_events(events: list[Event], flow_id: str) -> frozenset[tuple[str, int]]:
+    """The flow's logged `turn_started` and `turn_ended` events, by turn number (`turn_ended` takes
+    the number of the `turn_started` before it)."""
+    found: set[tuple[str, int]] = set()
+    in_flow, turn = False, 0
+    for e in events:
+        data = e.data if isinstance(e.data, dict) else {}
+        if e.type == "execution_started":
+            in_flow = data.get("flow_id") == flow_id
+        elif in_flow and e.type == "turn_started":
+            turn = int(data.get("turn", 0))
+            found.add(("turn_started", turn))
+        elif in_flow and e.type == "turn_ended":
+            found.add(("turn_ended", turn))
+    return frozenset(found)
 
 
 def _other(side: SideName) -> SideName:
@@ -156,6 +142,9 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
 
 
 class _Execution:
+    # (event type, turn number) of the turn events a crashed attempt of this flow logged; set on resume
+    announced: frozenset[tuple[str, int]] = frozenset()
+
     def __init__(
         self,
         services: Services,
@@ -244,14 +233,16 @@ class _Execution:
         self.snap.current_side = side
         self.execution.prompt_path = [prompt.name or side_def.prompt]
         max_steps = side_def.max_steps or self.services.settings.default_max_steps
-        if resumed is None:
-            self._publish("turn_started", {"side": side, "turn": self.snap.turn_count + 1})
+        number = self.snap.turn_count + 1
+        if resumed is None and ("turn_started", number) not in self.announced:
+            self._publish("turn_started", {"side": side, "turn": number})
         outcome = resumed
         while True:
             if outcome is not None:
                 reason = self._turn_end(side_def, outcome, max_steps)
                 if reason is not None:
-                    self._publish("turn_ended", {"side": side, "reason": reason})
+                    if ("turn_ended", number) not in self.announced:
+                        self._publish("turn_ended", {"side": side, "reason": reason})
                     return reason
             outcome = await self.step(side, prompt)
 
@@ -415,12 +406,13 @@ class _Execution:
     # -- resuming after a crash ---------------------------------------------
     async def _republish_missing(self) -> None:
         """A crash between a message's commit and its event's write loses the
-        event; publish it now so subscribers replaying the log see every message."""
-        logged = {
-            e.data.get("id")
-            for e in await self.services.storage.events_after(self.thread.id, 0)
-            if e.type in ("message_created", "tool_result") and isinstance(e.data, dict)
-        }
+        event; publish it now so subscribers replaying the log see every message.
+        The other way round, a failure after a turn's end was published and before the commit that
+        stores it leaves `turn_ended` and the next `turn_started` in the log (the bus writes what is
+        pending as the execution ends): those are not announced twice."""
+        events = await self.services.storage.events_after(self.thread.id, 0)
+        logged = {e.data.get("id") for e in events if e.type in _MESSAGE_EVENTS and isinstance(e.data, dict)}
+        self.announced = _turn_events(events, self.snap.flow_id)
         for message in self.execution.message_history:
             if message.id not in logged:
                 kind = "tool_result" if message.role == "tool" else "message_created"

@@ -204,3 +204,8 @@ async def test_a_failure_between_a_turns_end_and_the_next_commit_resumes_with_th
     assert result.reason == "max_session_turns" and len(model.requests) == 3
     assert [m.content for m in (await thread.get_messages()).messages] == ["from a", "from b again"]
     assert [m["content"] for m in model.requests[2]["messages"] if m["role"] != "system"] == ["from a"]
+    # the failed attempt's turn_ended (a) and turn_started (b) reached the log as it ended; not announced twice
+    log = [(e.type, e.data.get("side")) for e in await rt.storage.events_after(thread.id, 0)]
+    turns = [t for t in log if t[0] in ("turn_started", "turn_ended")]
+    assert turns == [("turn_started", "a"), ("turn_ended", "a"), ("turn_started", "b"), ("turn_ended", "b")]
+    assert log.count(("step_started", "b")) == 2  # a step asked again is announced again
