@@ -21,11 +21,13 @@ from .definitions import AgentDefinition, PromptDefinition
 from .messages import Message, SideName, ThreadRecord, ToolCall
 from .results import ToolResult
 from .state import in_prompt
+from .storage.base import ThreadBusyError
 from .views import render_prompt, side_view
 
 if TYPE_CHECKING:
     from providers.stream import ModelInfo, StreamEnd
 
+    from .executor import Executed
     from .services import Services
     from .state import ThreadState
     from .toolset import Toolset
@@ -187,10 +189,29 @@ async def _run_agent(
     fresh = child.execution is None  # else the child's crashed execution, resumed
     try:
         message = _opening_text(args) if fresh and agent.type == "ai_human" else None
-        done = await execute(services, child, person_message=message)
+        done = await (execute(services, child, person_message=message) if fresh else _resume_child(services, child))
     except ExecutionFailed as exc:
         return ToolResult.fail(f"agent {child.agent_id!r} failed: {exc}")
     return ToolResult.ok((done.result.output if fresh else await _final_answer(services, child.id)) or "")
+
+
+async def _resume_child(services: Services, child: ThreadRecord) -> Executed:
+    """Resume a child a crashed execution left running. Its lease was taken after its parent's, so it
+    may still be held when the parent resumes: wait it out (on the lease clock, `Heartbeat.sleep`), for
+    at most one lease TTL in all, as a second worker waits out the parent's. A child still held after
+    that runs elsewhere: the `ThreadBusyError` ends the parent's execution, which stays resumable."""
+    from .executor import execute
+
+    budget = services.settings.lease_ttl
+    while True:
+        try:
+            return await execute(services, child)
+        except ThreadBusyError as exc:
+            wait = exc.expires_in
+            if wait is None or wait > budget:
+                raise
+            budget -= wait
+            await services.heartbeat.sleep(wait)
 
 
 async def _child(run: NestedHost, call: ToolCall) -> ThreadRecord | None:

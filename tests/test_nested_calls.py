@@ -5,7 +5,9 @@ streams."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,8 @@ from pydantic import BaseModel, Field
 from support import Crash, Q, chat_definitions, event_log, tool_messages, tool_names
 
 from orchestrator import Side, ToolResult, define_agent, define_hook, define_prompt, define_tool
+from orchestrator.storage import ThreadBusyError
+from orchestrator.storage.sqlite import SQLiteStorage
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse
@@ -370,3 +374,63 @@ async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(mak
         ("b", "user", "Summarise order A1"),
         ("a", "assistant", "A1: shipped."),
     ]
+
+
+@pytest.mark.parametrize("held_for", ["part of a ttl", "past a ttl"])
+async def test_a_resumed_agent_call_waits_out_its_childs_lease(
+    make_runtime: Any, tmp_path: Path, held_for: str
+) -> None:
+    """The child's lease was taken after its parent's, so a worker resuming the parent can find the
+    child still leased by the worker that died (on another host: its TTL must be waited out). Before,
+    the call's result was the `ThreadBusyError` and the child's work was lost to the model; now the
+    call waits, on the lease clock, and resumes the child."""
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+    now = [1000.0]
+    waits: list[float] = []
+    crashed: list[str] = []
+    parent: list[str] = []
+
+    def crash_in_child(state: Any, message: Any) -> None:
+        if message.role == "tool" and message.name == "read_args" and message.thread_id != parent[0] and not crashed:
+            crashed.append(message.id)
+            raise Crash
+
+    async def lease_clock(seconds: float) -> None:
+        if seconds == rt.settings.lease_ttl / 3:  # the heartbeat's interval: no renewal is needed here
+            await asyncio.Event().wait()
+        waits.append(seconds)
+        now[0] += seconds
+
+    defs = _agent_tool_defs(seen)
+    defs.hooks["after_create_message"] = define_hook("after_create_message", crash_in_child).named(
+        "after_create_message"
+    )
+    script = [
+        R(tool_calls=[C("trip", {"city": "Oslo", "days": 3})]),
+        R(tool_calls=[C("read_args", {})]),
+        R(text="Plan: three days in Oslo."),
+        R(tool_calls=[C("finish", {})]),
+        R(text="Your trip is planned."),
+    ]
+    storage = SQLiteStorage(str(tmp_path / "leases.db"), clock=lambda: now[0])
+    rt, model = await make_runtime(defs, script, storage=storage)
+    rt.services.heartbeat.sleep = lease_clock
+    thread = await rt.create_thread("chat", user_id="u1")
+    parent.append(thread.id)
+    with pytest.raises(Crash):
+        await thread.send("Plan me a trip")
+    [child] = [t for t in await rt.list_threads() if t.id != thread.id]
+    held = rt.settings.lease_ttl + (-2 if held_for == "part of a ttl" else 5)
+    await rt.storage.acquire_lease(child.id, "another-host~1:4242:0badf00d/exec_1", held)
+    if held_for == "past a ttl":  # running elsewhere, as far as anyone can tell: the parent stays resumable
+        with pytest.raises(ThreadBusyError, match="is busy"):
+            await thread.send("Is it done?")
+        assert waits == [] and (await rt.storage.get_thread(thread.id)).status == "running"
+        return
+
+    result = await thread.send("Is it done?")
+
+    assert waits == [pytest.approx(rt.settings.lease_ttl - 2)]
+    [trip] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert trip.content == "Plan: three days in Oslo." and result.output == "Your trip is planned."
+    assert (await rt.storage.get_thread(child.id)).status == "completed"

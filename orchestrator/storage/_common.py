@@ -244,7 +244,8 @@ def decide_acquire(thread_id: str, row: LeaseRow | None, owner: str, ttl: float,
             return Lease(thread_id, owner, row.token + 1, expires_at)
         raise ThreadBusyError(
             f"thread {thread_id!r} is busy: leased by {row.owner!r} until {row.expires_at:.3f} "
-            f"(expires in {row.expires_at - now:.1f}s)"
+            f"(expires in {row.expires_at - now:.1f}s)",
+            expires_in=row.expires_at - now,
         )
     return Lease(thread_id, owner, row.token + 1, expires_at)
 

@@ -42,7 +42,12 @@ class NotFoundError(StorageError, KeyError):
 
 
 class ThreadBusyError(StorageError):
-    """Another execution holds the thread's lease."""
+    """Another execution holds the thread's lease; `expires_in` is how long it stays held unless
+    renewed (seconds, when the lease's expiry is known)."""
+
+    def __init__(self, message: str, *, expires_in: float | None = None) -> None:
+        super().__init__(message)
+        self.expires_in = expires_in
 
 
 class DuplicateEventError(StorageError):
