@@ -310,6 +310,15 @@ def _check_thread(
         report.event_problems.append(
             f"{name}: messages without a creation event (by seq): {without}; with several: {twice}"
         )
+    turns, turn = Counter[tuple[str, int]](), 0
+    for e in events:
+        if e.type == "turn_started":
+            turn = e.data["turn"]
+        if e.type in ("turn_started", "turn_ended"):
+            turns[(e.type, turn)] += 1
+    if any(n != 1 for n in turns.values()):
+        twice = sorted(k for k, n in turns.items() if n > 1)
+        report.event_problems.append(f"{name}: turns announced more than once: {twice}")
     seqs = [e.seq for e in events]
     if seqs != sorted(set(seqs)):
         report.event_problems.append(f"{name}: event seqs not unique and increasing")
@@ -337,5 +346,7 @@ def test_resume_after_kill_loses_nothing_and_runs_no_stored_tool_again(crash_rep
 
 
 @pytest.mark.slow
-def test_event_log_has_one_creation_event_per_message(crash_report: CrashReport) -> None:
+def test_event_log_has_one_creation_event_per_message_and_one_start_and_end_per_turn(
+    crash_report: CrashReport,
+) -> None:
     assert not crash_report.event_problems, "\n".join(crash_report.event_problems)
