@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
@@ -34,6 +34,9 @@ from .stream import (
     TextDelta,
     ToolCallDelta,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["AnthropicReader", "AnthropicRequest", "build_request", "stream_events", "supports", "warm_up"]
 
@@ -173,7 +176,7 @@ def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
         inband_error=inband,
         ends=lambda event: event.get("type") == "message_stop",
         cut="Anthropic stream ended before message_stop",
-        mapped=_mapped,
+        http_error=_http_error,
     )
 
 
@@ -187,25 +190,10 @@ def _error_event(model: str, error: Any) -> Exception:
     return anthropic_error_frame_exception(kind, str(error.get("message") or kind), status, model)
 
 
-async def _mapped(model: str, exc: Exception) -> Exception:
-    """LiteLLM's own mapping: status and message -> RateLimitError, ContextWindowExceededError, ..."""
-    import httpx
-    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+def _http_error(status: int, text: str, headers: httpx.Headers) -> Exception:
     from litellm.llms.anthropic.common_utils import AnthropicError
 
-    if getattr(exc, "litellm_debug_info", None) is not None or type(exc).__module__.startswith("litellm.exceptions"):
-        return exc  # already one of LiteLLM's mapped classes (an error event)
-    if isinstance(exc, httpx.HTTPStatusError):
-        try:
-            text = (await exc.response.aread()).decode(errors="replace")
-        except (httpx.StreamError, RuntimeError):
-            text = str(exc)
-        exc = AnthropicError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
-    try:
-        exception_type(model=model, original_exception=exc, custom_llm_provider="anthropic")
-    except Exception as mapped:
-        return mapped
-    return exc
+    return AnthropicError(status_code=status, message=text, headers=headers)
 
 
 @dataclass(slots=True)

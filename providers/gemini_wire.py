@@ -21,11 +21,14 @@ import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
 from .stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["GeminiReader", "GeminiRequest", "build_request", "stream_events", "supports", "warm_up"]
 
@@ -148,7 +151,7 @@ def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
         inband_error=lambda chunk: _error_chunk(chunk["error"]) if "error" in chunk else None,
         ends=_ends,
         cut="Gemini stream ended before a finishReason",
-        mapped=_mapped,
+        http_error=_http_error,
     )
 
 
@@ -174,22 +177,10 @@ def _error_chunk(error: Any) -> Exception:
     )
 
 
-async def _mapped(model: str, exc: Exception) -> Exception:
-    import httpx
-    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+def _http_error(status: int, text: str, headers: httpx.Headers) -> Exception:
     from litellm.llms.vertex_ai.common_utils import VertexAIError
 
-    if isinstance(exc, httpx.HTTPStatusError):
-        try:
-            text = (await exc.response.aread()).decode(errors="replace")
-        except (httpx.StreamError, RuntimeError):
-            text = str(exc)
-        exc = VertexAIError(status_code=exc.response.status_code, message=text, headers=exc.response.headers)
-    try:
-        exception_type(model=model, original_exception=exc, custom_llm_provider="gemini")
-    except Exception as mapped:
-        return mapped
-    return exc
+    return VertexAIError(status_code=status, message=text, headers=headers)
 
 
 class GeminiReader:

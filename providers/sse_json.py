@@ -8,12 +8,17 @@ retried); a connection dropped after it is a finished answer.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from httpx_sse import EventSource
 
+if TYPE_CHECKING:
+    import httpx
+
 Event = dict[str, Any]
+HttpError = Callable[[int, str, "httpx.Headers"], Exception]
+"""The provider's LiteLLM error class for an HTTP failure (status, body, headers), which `exception_type` maps."""
 
 
 async def json_events(
@@ -23,7 +28,7 @@ async def json_events(
     inband_error: Callable[[Event], Exception | None],
     ends: Callable[[Event], bool],
     cut: str,
-    mapped: Callable[[str, Exception], Awaitable[Exception]],
+    http_error: HttpError,
 ) -> AsyncIterator[Event]:
     """Yield each event's data; `inband_error` says which events are failures, `ends` which is the end marker."""
     import httpx
@@ -49,9 +54,29 @@ async def json_events(
             raise httpx.RemoteProtocolError(cut, request=response.request)
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
-            raise await mapped(request.model, exc) from None
+            raise await _mapped(provider, request.model, exc, http_error) from None
     except Exception as exc:
-        raise await mapped(request.model, exc) from None
+        raise await _mapped(provider, request.model, exc, http_error) from None
     finally:
         if response is not None:
             await response.aclose()
+
+
+async def _mapped(provider: str, model: str, exc: Exception, http_error: HttpError) -> Exception:
+    """LiteLLM's own mapping: status and message -> RateLimitError, ContextWindowExceededError, ..."""
+    import httpx
+    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+    if getattr(exc, "litellm_debug_info", None) is not None or type(exc).__module__.startswith("litellm.exceptions"):
+        return exc  # already one of LiteLLM's mapped classes (an in-band error event)
+    if isinstance(exc, httpx.HTTPStatusError):
+        try:
+            text = (await exc.response.aread()).decode(errors="replace")
+        except (httpx.StreamError, RuntimeError):
+            text = str(exc)
+        exc = http_error(exc.response.status_code, text, exc.response.headers)
+    try:
+        exception_type(model=model, original_exception=exc, custom_llm_provider=provider)
+    except Exception as mapped:
+        return mapped
+    return exc
