@@ -89,18 +89,9 @@ class ThreadRequests:
         """Queue a run (text None) or a person's message; returns the request id once stored.
         `last_flow`: the thread's last execution as the caller sees it (used only if this starts the workflow)."""
         request = Request(id=_request_id(), text=text, trace=tracing.carrier())
-        try:
-            await self.client.start_workflow(
-                ThreadWorkflow.run,
-                self._start(thread_id, last_flow),
-                id=workflow_id(thread_id),
-                task_queue=self.options.task_queue,
-                start_signal="submit",
-                start_signal_args=[request],
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )
-        except Exception as exc:
-            raise TemporalUnavailable(f"could not queue the request for thread {thread_id}: {exc}") from exc
+        await self._signal_with_start(
+            thread_id, last_flow, "submit", request, f"queue the request for thread {thread_id}"
+        )
         return request.id
 
     async def submit_and_wait(
@@ -131,18 +122,26 @@ class ThreadRequests:
 
     async def force_turn(self, thread_id: str, side: str, *, last_flow: str | None) -> None:
         """Give `side` the next turn: of the running execution, or of the next one."""
+        await self._signal_with_start(
+            thread_id, last_flow, "force_turn", side, f"deliver force-turn to thread {thread_id}"
+        )
+
+    async def _signal_with_start(
+        self, thread_id: str, last_flow: str | None, signal: str, arg: Request | str, doing: str
+    ) -> None:
+        """Signal the thread's workflow, starting it first if it is not running."""
         try:
             await self.client.start_workflow(
                 ThreadWorkflow.run,
                 self._start(thread_id, last_flow),
                 id=workflow_id(thread_id),
                 task_queue=self.options.task_queue,
-                start_signal="force_turn",
-                start_signal_args=[side],
+                start_signal=signal,
+                start_signal_args=[arg],
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
         except Exception as exc:
-            raise TemporalUnavailable(f"could not deliver force-turn to thread {thread_id}: {exc}") from exc
+            raise TemporalUnavailable(f"could not {doing}: {exc}") from exc
 
     async def _signal(self, thread_id: str, name: str, arg: str) -> bool:
         from temporalio.service import RPCError, RPCStatusCode
