@@ -1,7 +1,7 @@
 """Where the `stream: litellm` path's distance to a bare `acompletion` loop goes (issue 14, item 5).
 
     .venv/bin/python bench/gap.py [rounds] [--wire openai|anthropic|gemini] [--scenario b|c]
-                                  [--chunks N] [--size N]
+                                  [--chunks N] [--size N] [--stream litellm|auto]
 
 Contenders in this one process against one fake provider, each round running three
 conversations of each in a fresh random order, then the median of the per-round ratios to the
@@ -13,6 +13,8 @@ bare loop:
 - the runtime, `stream: litellm`, as shipped;
 - the runtime with its storage's commits answered at once in memory (no SQLite, no thread hop):
   what is left with no commit at all;
+- the same for the person's message and the tool results only: the most that overlapping those
+  commits with the next model request could save;
 - the runtime with its model replayed from memory (no HTTP, no LiteLLM): its own work alone;
 - the bare loop, then the runtime replayed, one after the other: the sum of the parts. Against
   the runtime as shipped it shows what running the two together costs beyond the parts.
@@ -64,6 +66,23 @@ class _InstantCommits(SQLiteStorage):
         return [m.model_copy(update={"seq": last + i}) for i, m in enumerate(write.new_messages, start=1)]
 
 
+class _HiddenCommitsFree(SQLiteStorage):
+    """Only the commits that overlapping them with the next request could hide (the person's message and
+    the tool results) answered at once, in memory; a step's answer and the execution's end still go to
+    SQLite. An upper bound: an overlap would still spend their CPU, on the storage thread."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self._last: dict[str, int] = {}
+
+    async def commit(self, write: StepWrite) -> list[Message]:
+        if not write.new_messages or any(m.role not in ("tool", "user") for m in write.new_messages):
+            return await super().commit(write)
+        last = self._last.get(write.thread_id, 1_000_000)  # numbered apart from what SQLite numbers
+        self._last[write.thread_id] = last + len(write.new_messages)
+        return [m.model_copy(update={"seq": last + i}) for i, m in enumerate(write.new_messages, start=1)]
+
+
 class _Replayed:
     """The runtime with its model replayed (`RuntimeContender.own_conversation`), after `before` if given."""
 
@@ -80,16 +99,17 @@ class _Replayed:
         await self._runtime.close()
 
 
-def _contenders(url: str, wire: str) -> dict[str, Any]:
+def _contenders(url: str, wire: str, stream: str) -> dict[str, Any]:
     def runtime(storage: Callable[[Path], Any] | None = None) -> RuntimeContender:
-        return RuntimeContender(url, stream="litellm", wire=wire, storage=storage)
+        return RuntimeContender(url, stream=stream, wire=wire, storage=storage)
 
     return {
         "bare acompletion loop": LiteLLMLoop(url, wire=wire),
         "bare acompletion loop, again (noise floor)": LiteLLMLoop(url, wire=wire),
         "the loop through ModelClient (provider layer)": ModelClientLoop(url, wire=wire),
-        "this runtime, stream: litellm": runtime(),
+        f"this runtime, stream: {stream}": runtime(),
         "this runtime, commits free": runtime(_InstantCommits),
+        "this runtime, person and tool-result commits free": runtime(_HiddenCommitsFree),
         "this runtime, model replayed (its own work)": _Replayed(runtime()),
         "bare loop, then the runtime replayed (sum of parts)": _Replayed(runtime(), LiteLLMLoop(url, wire=wire)),
     }
@@ -136,12 +156,13 @@ def print_ratios(times: Times, base: str, first_column: str) -> None:
         )
 
 
-async def _measure(url: str, wire: str, scenario: str, rounds: int, chunks: int, size: int) -> None:
-    contenders = _contenders(url, wire)
+async def _measure(url: str, wire: str, stream: str, scenario: str, rounds: int, chunks: int, size: int) -> None:
+    contenders = _contenders(url, wire, stream)
     times = await interleaved(contenders, scenario, model_name(scenario, chunks=chunks, size=size), rounds)
     print(
         f"scenario {scenario} ({chunks}-chunk answer, {size} characters per chunk and per argument piece), "
-        f"{wire} route, LiteLLM's stream, {rounds} rounds of {_PER_ROUND}, shuffled per round"
+        f"{wire} route, {'LiteLLM' if stream == 'litellm' else 'the runtime'}'s stream reader for the runtime, "
+        f"{rounds} rounds of {_PER_ROUND}, shuffled per round"
     )
     print_ratios(times, "bare acompletion loop", "contender")
     for contender in contenders.values():
@@ -155,9 +176,12 @@ def main() -> None:
     parser.add_argument("--scenario", choices=("b", "c"), default="b")
     parser.add_argument("--chunks", type=int, default=20, help="text chunks in the answer (default: the bench's 20)")
     parser.add_argument("--size", type=int, default=8, help="characters per chunk and per argument piece (default 8)")
+    parser.add_argument(
+        "--stream", choices=("litellm", "auto"), default="litellm", help="the runtime's provider `stream` setting"
+    )
     args = parser.parse_args()
     with fake_server() as url:
-        asyncio.run(_measure(url, args.wire, args.scenario, args.rounds, args.chunks, args.size))
+        asyncio.run(_measure(url, args.wire, args.stream, args.scenario, args.rounds, args.chunks, args.size))
 
 
 if __name__ == "__main__":
