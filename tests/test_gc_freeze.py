@@ -40,6 +40,4 @@ def test_gc_freeze_is_on_by_default_and_a_host_can_turn_it_off() -> None:
     assert done.returncode == 0, done.stderr
     counts = dict(line.split() for line in done.stdout.splitlines())
     assert counts["OFF"] == counts["START"]  # nothing frozen while the setting is off
-    assert (
-        int(counts["DEFAULT"]) - int(counts["START"]) > 100_000
-    )  # LiteLLM's import heap, frozen
+    assert int(counts["DEFAULT"]) - int(counts["START"]) > 100_000  # LiteLLM's import heap, frozen
