@@ -376,7 +376,7 @@ async def test_ai_human_agent_as_a_tool_gets_the_message_as_the_persons_turn(mak
     ]
 
 
-@pytest.mark.parametrize("held_for", ["part of a ttl", "past a ttl"])
+@pytest.mark.parametrize("held_for", ["part of a ttl", "past a ttl", "stopped while waiting"])
 async def test_a_resumed_agent_call_waits_out_its_childs_lease(
     make_runtime: Any, tmp_path: Path, held_for: str
 ) -> None:
@@ -395,10 +395,15 @@ async def test_a_resumed_agent_call_waits_out_its_childs_lease(
             crashed.append(message.id)
             raise Crash
 
+    waiting = asyncio.Event()
+
     async def lease_clock(seconds: float) -> None:
         if seconds == rt.settings.lease_ttl / 3:  # the heartbeat's interval: no renewal is needed here
             await asyncio.Event().wait()
         waits.append(seconds)
+        if held_for == "stopped while waiting":
+            waiting.set()
+            await asyncio.Event().wait()  # until the stop cancels the call
         now[0] += seconds
 
     defs = _agent_tool_defs(seen)
@@ -420,12 +425,21 @@ async def test_a_resumed_agent_call_waits_out_its_childs_lease(
     with pytest.raises(Crash):
         await thread.send("Plan me a trip")
     [child] = [t for t in await rt.list_threads() if t.id != thread.id]
-    held = rt.settings.lease_ttl + (-2 if held_for == "part of a ttl" else 5)
+    held = rt.settings.lease_ttl + (5 if held_for == "past a ttl" else -2)
     await rt.storage.acquire_lease(child.id, "another-host~1:4242:0badf00d/exec_1", held)
     if held_for == "past a ttl":  # running elsewhere, as far as anyone can tell: the parent stays resumable
         with pytest.raises(ThreadBusyError, match="is busy"):
             await thread.send("Is it done?")
         assert waits == [] and (await rt.storage.get_thread(thread.id)).status == "running"
+        return
+
+    if held_for == "stopped while waiting":  # the stop reaches the wait: no lease's worth of waiting first
+        sending = asyncio.create_task(thread.send("Is it done?"))
+        await asyncio.wait_for(waiting.wait(), 30)
+        assert thread.stop()
+        stopped = await asyncio.wait_for(sending, 30)
+        assert stopped.reason == "stopped" and stopped.stopped_by == "caller"
+        assert not [m for m in (await thread.get_messages()).messages if m.role == "tool"]
         return
 
     result = await thread.send("Is it done?")
