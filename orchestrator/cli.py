@@ -472,16 +472,9 @@ def _import_litellm_in_background() -> None:
     rather than after them: the first model request needs it either way."""
     import threading
 
-    def load() -> None:
-        import gc
+    from .gc_policy import freeze_heap_once  # what `Runtime.open` does with `gc_freeze` on, done here instead
 
-        from providers.client import warm_up
-
-        warm_up()
-        gc.collect()  # what `Runtime.open` does with `gc_freeze` on, done here instead of before the first step
-        gc.freeze()
-
-    threading.Thread(target=load, name="litellm-import", daemon=True).start()
+    threading.Thread(target=freeze_heap_once, name="litellm-import", daemon=True).start()
 
 
 def _runs_on_scripted(path: str, configs: tuple[str, ...], agent: str) -> bool:

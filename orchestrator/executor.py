@@ -24,7 +24,7 @@ import structlog
 
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
-from . import tracing
+from . import gc_policy, tracing
 from .answers import answer_message, provider_family, with_unique_call_ids
 from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
@@ -108,6 +108,9 @@ async def execute(
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
     keeper = services.heartbeat.keep(start.lease, services.settings.lease_ttl)
+    held = services.settings.gc_defer_full
+    if held:
+        gc_policy.hold_full_collections()
     try:
         services.bus.fence(thread.id, start.lease.token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
@@ -122,6 +125,8 @@ async def execute(
         result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
         return Executed(result, thread)
     finally:
+        if held:  # first, before anything here can be cancelled
+            gc_policy.release_full_collections()
         await services.heartbeat.release(keeper)
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)

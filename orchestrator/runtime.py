@@ -13,7 +13,6 @@ thread runs here.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from . import gc_policy
 from .definitions import AgentDefinition, DefinitionError, MessageArgs
 from .env import MIN_SECRET_LEN, SecretScopes
 from .events import EventBus
@@ -110,7 +110,7 @@ class Runtime:
                 self._check_models()
                 ensure_logging()
                 if self.settings.gc_freeze:
-                    _freeze_heap_once()
+                    gc_policy.freeze_heap_once()
                 await self.storage.open()
                 from .sandbox import configure as configure_sandbox  # light: the engines load on first run
 
@@ -376,9 +376,6 @@ class Thread:
         return self.record
 
 
-_heap_frozen = False
-
-
 class _Started:
     """`execute`'s `on_start` for one run, send or start: the execution holds the lease, so a stop
     kept for it applies now and the starter waiting for it wakes; and its task's one done callback.
@@ -407,20 +404,6 @@ class _Started:
     def done(self, task: asyncio.Task[ExecutionResult]) -> None:
         self._ticket.settle(None)  # refused or failed before holding the lease; settled already otherwise
         self._handle._runtime._tasks.discard(task)
-
-
-def _freeze_heap_once() -> None:
-    """Move the import-time heap (LiteLLM leaves ~400k objects) out of the
-    collector's reach, so full collections stop pausing running conversations."""
-    global _heap_frozen
-    if _heap_frozen:
-        return
-    _heap_frozen = True
-    from providers.client import warm_up
-
-    warm_up()  # import LiteLLM now rather than inside the first step
-    gc.collect()
-    gc.freeze()
 
 
 def _check_arguments(agent: AgentDefinition, arguments: dict[str, Any]) -> dict[str, Any]:

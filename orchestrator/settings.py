@@ -58,6 +58,10 @@ class RuntimeSettings(BaseModel):
         default=True,
         description="Import LiteLLM at open and gc.freeze() the heap once per process (no GC pauses mid-conversation).",
     )
+    gc_defer_full: bool = Field(
+        default=True,
+        description="While executions run, full GCs wait for 10x CPython's middle-generation collections.",
+    )
     trace_content: bool = Field(
         default=False, description="Record model input and output (redacted) on OpenTelemetry spans."
     )
