@@ -273,13 +273,18 @@ def run_load(workers: dict[str, Worker], url: str, plan: Plan, log: Any) -> dict
 
 def run_gc_comparison(url: str, plan: Plan, log: Any) -> list[dict[str, Any]]:
     """The same load on fresh workers, each warmed up alike, at 100 and at 1,000 at once: the runtime
-    as shipped (`gc.freeze()` at open) and with `gc_freeze` off, and the floor: a bare openai SDK loop
-    (the fewest tracked objects per request in flight of any contender) with its heap frozen the same way."""
+    as shipped (`gc.freeze()` at open, full collections deferred while executions run), with
+    `gc_defer_full` off, with both off (CPython's collector untouched), and the floor: a bare openai SDK
+    loop (the fewest tracked objects per request in flight of any contender) with its heap frozen the
+    same way. Above 100, also the runtime as shipped on five times the conversations in a process that
+    never goes idle (the deferred collection comes then), and the load over processes of 100."""
     model = model_name("a", chunks=50, latency=50)
     out = []
     for level in [lvl for lvl in plan.levels if lvl >= 100]:
         row: dict[str, Any] = {"level": level}
-        for label, key in (("frozen", "runtime"), ("plain", "runtime_nofreeze"), ("floor", "openai")):
+        variants = [("frozen", "runtime"), ("nodefer", "runtime_nodefer"), ("plain", "runtime_nofreeze")]
+        variants += [("floor", "openai")] + ([("busy", "runtime")] if level > _PER_PROCESS else [])
+        for label, key in variants:
             worker = Worker(key, url, tag="_gc")
             try:
                 worker.ready()
@@ -287,13 +292,16 @@ def run_gc_comparison(url: str, plan: Plan, log: Any) -> list[dict[str, Any]]:
                 worker.call("load", model=model, concurrency=min(level, 100), total=min(level, 100))
                 if label == "floor":
                     worker.call("freeze")
-                row[label] = worker.call("load", model=model, concurrency=level, total=_load_total(level))
+                if label == "busy":
+                    worker.call("never_idle")
+                total = _load_total(level) * (5 if label == "busy" else 1)
+                row[label] = worker.call("load", model=model, concurrency=level, total=total)
             finally:
                 worker.close()
         if level > _PER_PROCESS:
             row["spread"] = _spread_load(url, level, model)
         out.append(row)
-        log(f"  gc.freeze comparison at {level} done")
+        log(f"  gc comparison at {level} done")
     return out
 
 

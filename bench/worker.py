@@ -12,6 +12,7 @@ let `time.process_time()` be one contender's CPU alone. Commands:
     {"op": "progress", "model", "closing_at"}           closing delta -> tool_call_started
     {"op": "profile", "scenario", "model", "repeat", "path"}
     {"op": "freeze"}                                    gc.collect(); gc.freeze()
+    {"op": "never_idle"}                                as if an execution ran here for good (gc_policy)
     {"op": "quit"}
 """
 
@@ -182,6 +183,11 @@ class Worker:
             gc.collect()
             gc.freeze()
             return {"frozen": gc.get_freeze_count()}
+        if op == "never_idle":  # full collections stay deferred between waves of the load, as in a busy server
+            from orchestrator import gc_policy
+
+            gc_policy.hold_full_collections()
+            return {"threshold": gc.get_threshold()}
         if op == "progress":
             return await self.contender.progress(command["model"], command["closing_at"])
         return await getattr(self, op)(**command)

@@ -31,7 +31,8 @@ PROVIDER_CONTENDERS = frozenset(
 LABELS = {
     "runtime": "this runtime, OpenAI (wire reader)",
     "runtime_litellm": "this runtime, OpenAI (stream: litellm)",
-    "runtime_nofreeze": "this runtime, OpenAI (wire reader, gc_freeze off)",
+    "runtime_nofreeze": "this runtime, OpenAI (wire reader, gc_freeze and gc_defer_full off)",
+    "runtime_nodefer": "this runtime, OpenAI (wire reader, gc_defer_full off)",
     "litellm": "bare litellm loop, OpenAI",
     "litellm_aiohttp": "bare litellm loop, OpenAI (aiohttp)",
     "agents_litellm": "Agents SDK + LiteLLM",
@@ -49,6 +50,7 @@ _RUNTIMES = {
     "runtime": ("openai", "auto"),
     "runtime_litellm": ("openai", "litellm"),
     "runtime_nofreeze": ("openai", "auto"),
+    "runtime_nodefer": ("openai", "auto"),
     "runtime_anthropic": ("anthropic", "auto"),
     "runtime_anthropic_litellm": ("anthropic", "litellm"),
     "runtime_gemini": ("gemini", "auto"),
@@ -67,7 +69,13 @@ def make(key: str, base_url: str) -> Any:
         from .runtime import RuntimeContender
 
         wire, stream = _RUNTIMES[key]
-        return RuntimeContender(base_url, stream=stream, gc_freeze=key != "runtime_nofreeze", wire=wire)
+        return RuntimeContender(
+            base_url,
+            stream=stream,
+            gc_freeze=key != "runtime_nofreeze",
+            gc_defer_full=key not in ("runtime_nofreeze", "runtime_nodefer"),
+            wire=wire,
+        )
     if key in _LOOPS:
         from .loops import LiteLLMLoop
 

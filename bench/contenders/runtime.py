@@ -113,6 +113,7 @@ class RuntimeContender:
         *,
         stream: str = "auto",
         gc_freeze: bool = True,
+        gc_defer_full: bool = True,
         wire: str = "openai",
         storage: Callable[[Path], Any] | None = None,
     ) -> None:
@@ -120,6 +121,7 @@ class RuntimeContender:
         self._wire = wire
         self._stream = stream  # the provider's `stream` setting: auto (as shipped) or litellm
         self._gc_freeze = gc_freeze
+        self._gc_defer_full = gc_defer_full
         self._storage = storage  # opens the storage for a database path (bench/gap.py); default: SQLite there
         self._opening = asyncio.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-runtime-")
@@ -158,7 +160,7 @@ class RuntimeContender:
             config=config,
             storage=self._storage(db) if self._storage else open_storage(f"sqlite:///{db}"),
             client=client,
-            settings=RuntimeSettings(gc_freeze=self._gc_freeze),
+            settings=RuntimeSettings(gc_freeze=self._gc_freeze, gc_defer_full=self._gc_defer_full),
         )
         return await runtime.open()
 
