@@ -21,9 +21,11 @@ collection per about 6,000 conversations, against one per 150-700 with CPython's
 from __future__ import annotations
 
 import gc
+import threading
 
 FACTOR = 10  # a full collection waits for ten times CPython's middle-generation collections
 
+_lock = threading.Lock()  # executions may run on several threads' event loops
 _running = 0  # executions in flight in this process that hold full collections
 _restore: tuple[int, int, int] | None = None  # the thresholds the first of them found
 _raised: tuple[int, int, int] | None = None  # the thresholds it set
@@ -36,9 +38,10 @@ def freeze_heap_once() -> None:
     The collector is off during the import: it would run ~900 collections (7 of them full) over
     a heap that is about to be frozen, about a third of the import's time."""
     global _frozen
-    if _frozen:
-        return
-    _frozen = True
+    with _lock:
+        if _frozen:
+            return
+        _frozen = True
     from providers.client import warm_up
 
     enabled = gc.isenabled()
@@ -55,16 +58,18 @@ def freeze_heap_once() -> None:
 def hold_full_collections() -> None:
     """An execution starts: full collections wait until it (and every other one) has ended."""
     global _running, _restore, _raised
-    _running += 1
-    if _running == 1:
-        young, middle, full = _restore = gc.get_threshold()
-        _raised = (young, middle, full * FACTOR)
-        gc.set_threshold(*_raised)
+    with _lock:
+        _running += 1
+        if _running == 1:
+            young, middle, full = _restore = gc.get_threshold()
+            _raised = (young, middle, full * FACTOR)
+            gc.set_threshold(*_raised)
 
 
 def release_full_collections() -> None:
     """An execution has ended; the last one in the process gives CPython its thresholds back."""
     global _running
-    _running -= 1
-    if _running == 0 and _restore is not None and gc.get_threshold() == _raised:
-        gc.set_threshold(*_restore)
+    with _lock:
+        _running -= 1
+        if _running == 0 and _restore is not None and gc.get_threshold() == _raised:
+            gc.set_threshold(*_restore)

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 from tenacity import (
     AsyncRetrying,
+    AttemptManager,
     RetryCallState,
     retry_if_exception_type,
     retry_if_not_exception_type,
@@ -109,10 +110,23 @@ class Heartbeat:
         self._task = None
 
     async def _renew(self, keeper: LeaseKeeper) -> None:
+        # tenacity's loop is built at the first failure, as the model client's is: a retrying loop leaves
+        # some 40 objects in reference cycles, garbage that outlives a long conversation's young collections
+        attempts: AsyncIterator[AttemptManager] | None = None
         try:
-            async for attempt in self._retrying(keeper):
-                with attempt:
+            while True:
+                try:
                     keeper.lease = await self._storage.renew_lease(keeper.lease, keeper.ttl)
+                    return
+                except Exception as exc:
+                    failure = exc
+                if attempts is None:
+                    attempts = self._retrying(keeper).__aiter__()
+                    manager = await attempts.__anext__()  # attempt 1: the one that just failed
+                with manager:
+                    raise failure  # recorded as this attempt's outcome
+                # the manager swallowed it (mypy cannot know): wait for the next attempt, or raise
+                manager = await attempts.__anext__()  # type: ignore[unreachable]
         except Exception as exc:  # refused, or failing for longer than the lease can wait
             self._keepers.discard(keeper)
             keeper._lose(f"lease lost: {type(exc).__name__}: {exc}")
@@ -120,7 +134,7 @@ class Heartbeat:
             keeper._renewal = None
 
     def _retrying(self, keeper: LeaseKeeper) -> AsyncRetrying:
-        """Built per renewal: most executions end before their first one."""
+        """Built at a renewal's first failure (most never fail)."""
 
         def log_failure(state: RetryCallState) -> None:
             _log.warning(

@@ -31,6 +31,7 @@ from httpx_sse import EventSource
 
 from . import request_memo
 from .finish import inband_status
+from .sse_json import close_response
 
 __all__ = ["WIRE_TYPES", "WireRequest", "build_request", "inband_error", "recall_request", "stream_chunks", "warm_up"]
 
@@ -163,7 +164,7 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
         raise _mapped(request.model, exc) from None
     finally:
         if response is not None:
-            await response.aclose()
+            await close_response(response)
         if isinstance(client, _EarlyClient):
             await client.aclose()
 

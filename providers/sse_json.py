@@ -59,7 +59,18 @@ async def json_events(
         raise await _mapped(provider, request.model, exc, http_error) from None
     finally:
         if response is not None:
-            await response.aclose()
+            await close_response(response)
+
+
+async def close_response(response: httpx.Response) -> None:
+    """Close a streamed response and break its reference cycle: httpx's response holds its stream, which
+    holds the response back, and some 45 objects hang from the pair (request, URL, headers, the pool's
+    streams). A long conversation carries them into the old generation, where only a full collection
+    would find them."""
+    import httpx
+
+    await response.aclose()
+    response.stream = httpx.ByteStream(b"")
 
 
 async def _mapped(provider: str, model: str, exc: Exception, http_error: HttpError) -> Exception:

@@ -286,3 +286,43 @@ async def test_a_stale_execution_neither_writes_into_nor_takes_from_the_log_of_t
     assert not [e for e in log if e.type == "note"]
     results = [e.data["content"] for e in log if e.type == "tool_result"]
     assert results == ["the new owner's work"]
+
+
+class _RenewingStorage:
+    """Only what the heartbeat calls: every renewal succeeds."""
+
+    def __init__(self) -> None:
+        self.renewed = 0
+
+    async def renew_lease(self, lease: Any, ttl: float) -> Any:
+        self.renewed += 1
+        return lease
+
+
+async def test_renewals_that_succeed_leave_no_garbage_for_the_collector() -> None:
+    """A tenacity loop per renewal left ~40 objects in reference cycles; a conversation outliving two young
+    collections carried them into the old generation, where only a full collection finds them."""
+    import gc
+
+    from orchestrator.lease import Heartbeat
+    from orchestrator.storage.base import Lease
+
+    clock, storage = _Clock(), _RenewingStorage()
+    clock.interval = 10.0
+    heartbeat = Heartbeat(storage, sleep=clock.sleep)  # type: ignore[arg-type]
+    keeper = heartbeat.keep(Lease("t1", "me", 1, 0.0), ttl=30.0)
+    gc.collect()
+    gc.disable()
+    try:
+        for renewals in range(1, 21):
+            clock.tick()
+            while storage.renewed < renewals:
+                await asyncio.sleep(0)
+            for _ in range(3):  # the renewal's task ends
+                await asyncio.sleep(0)
+        found = gc.collect()
+    finally:
+        gc.enable()
+        await heartbeat.release(keeper)
+    assert storage.renewed == 20
+    assert found < 20, f"{found} objects of cyclic garbage after 20 renewals"

@@ -229,3 +229,25 @@ async def test_both_paths_yield_the_same_items():
     assert deltas == items["litellm"][:-1] and len(deltas) > 5
     # LiteLLM reports the model asked for; the wire path the snapshot that answered.
     assert end == replace(items["litellm"][-1], model="openai/gpt-4o-mini-2024-07-18")
+
+
+async def test_a_streamed_answer_leaves_no_garbage_for_the_collector():
+    """httpx's streamed response and its stream refer to each other, with ~45 objects hanging from the pair;
+    a long conversation carried them into the old generation, where only a full collection finds them.
+    The wire reader (providers/openai_wire.py) breaks the pair once the body is read."""
+    import gc
+
+    c = client("auto")
+    answer = openai_events("fine", [], model="gpt-4o-mini", usage=(3, 1))
+    with respx.mock() as router:
+        router.post(URL).mock(side_effect=lambda request: sse(answer))
+        await run(c)  # warm: LiteLLM's parameter memo and client are built once
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                await run(c)
+            found = gc.collect()
+        finally:
+            gc.enable()
+    assert found < 20, f"{found} objects of cyclic garbage after 5 answers"
