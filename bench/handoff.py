@@ -5,8 +5,10 @@
 Scenario b, four contenders in this one process against one fake provider, interleaved rounds
 of three conversations each: the bare `acompletion` loop, and the runtime with `stream: litellm`
 making its SQLite calls (a) through `run_in_executor` on a one-worker pool, as before
-`storage/_thread.py`, (b) through the storage's own thread, as shipped, (c) inline on the event
-loop, an experiment only (a lock held by another process would block the loop). First, the
+`storage/_thread.py`, (b) always through the storage's own thread (until the eleventh session),
+(c) as shipped: at once on the loop's thread when the storage thread is idle, else through it,
+(d) always inline on the event loop, an experiment only (a lock held by another process would
+block the loop). First, the
 latency of one call alone (`get_thread`, 2,000 in a row, each way twice). Ratios to the
 bare loop are paired per round, then the median: this machine's runs drift by more than the
 differences measured. The contenders run in a fresh random order every round (`bench/gap.py`).
@@ -45,7 +47,16 @@ async def _inline(self: Any, fn: Any, *args: Any) -> Any:
     return fn(self._conn, *args)
 
 
-_WAYS = {"run_in_executor (before)": _executor, "own thread (shipped)": _SHIPPED, "inline (experiment)": _inline}
+def _thread_always(self: Any, fn: Any, *args: Any) -> Any:
+    return self._thread.call(self._on_worker, fn, *args)
+
+
+_WAYS = {
+    "run_in_executor (before)": _executor,
+    "own thread, always": _thread_always,
+    "inline when the thread is idle (shipped)": _SHIPPED,
+    "inline, always (experiment)": _inline,
+}
 
 
 async def _measure(url: str, rounds: int) -> None:
@@ -71,7 +82,11 @@ async def _call_latency() -> None:
         async with sqlite.SQLiteStorage(f"{folder}/latency.db") as storage:
             thread = await storage.create_thread(ThreadRecord(agent_id="bench"))
             print("| one `get_thread` call alone | us per call |\n|---|---:|")
-            for key in ("run_in_executor (before)", "own thread (shipped)") * 2:
+            for key in (
+                "run_in_executor (before)",
+                "own thread, always",
+                "inline when the thread is idle (shipped)",
+            ) * 2:
                 sqlite.SQLiteStorage._run = _WAYS[key]  # type: ignore[method-assign]
                 start = time.perf_counter()
                 for _ in range(2000):

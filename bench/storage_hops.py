@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/storage_hops.py [conversations] [--stream auto|litellm]
 
-Scenario b through the runtime (SQLite storage, as shipped), timing each call to the storage
-thread (`orchestrator/storage/_thread.py`) in four parts, medians over every call:
+Scenario b through the runtime (SQLite storage, every call sent to its thread, as a busy storage
+thread queues them; an idle one's run at once on the loop's thread), timing each call to the
+storage thread (`orchestrator/storage/_thread.py`) in four parts, medians over every call:
 
 - queued to started: from `StorageThread.call` until the thread picks the call up (the thread's
   wake-up, and the GIL it must take back from the event loop);
@@ -44,14 +45,22 @@ _STAMPS: dict[int, list[float]] = {}  # id(future) -> [queued, answered, settled
 _COMMITS: set[int] = set()  # id(future) of the commits: their stamps wait for the coroutine to resume
 
 
-def _call(self: _thread.StorageThread, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+def _call(self: _thread.StorageThread, fn: Callable[..., Any], *args: Any, here: Any = None) -> asyncio.Future[Any]:
     future = asyncio.get_running_loop().create_future()
     _STAMPS[id(future)] = [time.perf_counter(), 0.0, 0.0]
-    self._calls.put((asyncio.get_running_loop(), future, fn, args))
+    with self._lock:
+        self._in_flight += 1
+    self._calls.put((self, asyncio.get_running_loop(), future, fn, args))
     return future
 
 
-def _answer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Callable[..., Any], args: Any) -> None:
+def _answer(
+    owner: _thread.StorageThread,
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    fn: Callable[..., Any],
+    args: Any,
+) -> None:
     stamps = _STAMPS[id(future)]
     started = time.perf_counter()
     _QUEUED.append(started - stamps[0])
@@ -61,16 +70,18 @@ def _answer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Ca
         result, error = None, exc
     stamps[1] = time.perf_counter()
     _RUN.append(stamps[1] - started)
-    loop.call_soon_threadsafe(_settle, future, result, error)
+    loop.call_soon_threadsafe(_settle, owner, future, result, error)
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _settle(
+    owner: _thread.StorageThread, future: asyncio.Future[Any], result: Any, error: BaseException | None
+) -> None:
     stamps = _STAMPS[id(future)]
     stamps[2] = time.perf_counter()
     _SETTLE.append(stamps[2] - stamps[1])
     if id(future) not in _COMMITS:
         del _STAMPS[id(future)]
-    _thread._settle(future, result, error)
+    _thread._settle(owner, future, result, error)
 
 
 async def _commit(self: sqlite.SQLiteStorage, write: StepWrite) -> Any:
