@@ -1,6 +1,6 @@
 """How much of the `stream: litellm` path's cost over a bare LiteLLM loop is the storage hand-off.
 
-    .venv/bin/python bench/handoff.py [rounds]
+    .venv/bin/python bench/handoff.py [rounds] [litellm|auto]
 
 Scenario b, four contenders in this one process against one fake provider, interleaved rounds
 of three conversations each: the bare `acompletion` loop, and the runtime with `stream: litellm`
@@ -59,15 +59,17 @@ _WAYS = {
 }
 
 
-async def _measure(url: str, rounds: int) -> None:
-    contenders = {"bare litellm loop": make("litellm", url)} | {way: make("runtime_litellm", url) for way in _WAYS}
+async def _measure(url: str, rounds: int, stream: str) -> None:
+    key = "runtime_litellm" if stream == "litellm" else "runtime"
+    contenders = {"bare litellm loop": make("litellm", url)} | {way: make(key, url) for way in _WAYS}
 
     def swap(key: str) -> None:
         sqlite.SQLiteStorage._run = _WAYS.get(key, _SHIPPED)  # type: ignore[method-assign]
 
     times = await interleaved(contenders, "b", model_name("b", chunks=50), rounds, before=swap)
     sqlite.SQLiteStorage._run = _SHIPPED  # type: ignore[method-assign]
-    print(f"scenario b, stream: litellm (LiteLLM's stream), {rounds} rounds; paired median ratio to the bare loop")
+    reader = "LiteLLM's stream" if stream == "litellm" else "the OpenAI wire reader"
+    print(f"scenario b, stream: {stream} ({reader}), {rounds} rounds; paired median ratio to the bare loop")
     print_ratios(times, "bare litellm loop", "SQLite calls")
     for contender in contenders.values():
         await contender.close()
@@ -98,9 +100,10 @@ async def _call_latency() -> None:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 25
+    stream = sys.argv[2] if len(sys.argv) > 2 else "litellm"
     asyncio.run(_call_latency())
     with fake_server() as url:
-        asyncio.run(_measure(url, rounds))
+        asyncio.run(_measure(url, rounds, stream))
 
 
 if __name__ == "__main__":
