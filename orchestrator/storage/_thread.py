@@ -3,7 +3,7 @@
 `loop.run_in_executor` on a one-worker `ThreadPoolExecutor` does the same with a
 `concurrent.futures.Future` per call (a condition, a lock, a chain of callbacks back to an
 asyncio future): 41 tracked objects per call in flight against 16 here, counted with the
-caller's task (`tests/test_storage.py`), work for every garbage collection while conversations
+caller's task (`tests/test_sqlite_thread.py`), work for every garbage collection while conversations
 wait on storage. Here a call is one tuple on a `SimpleQueue` and one `call_soon_threadsafe` back.
 A call alone takes 117-171 us here against 184-249 through the executor (`bench/handoff.py`).
 
