@@ -3,8 +3,10 @@ another process's lock on the event loop, WAL checkpoints off the loop (`orchest
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import pytest
 from storage_backends import contents, msg, new_thread
 
 
@@ -89,23 +91,74 @@ async def test_a_write_that_finds_another_process_holding_the_lock_waits_off_the
         assert await contents(s, thread.id) == ["waited"]
 
 
-async def test_sqlite_checkpoints_the_wal_on_the_storage_thread_never_in_a_commit_on_the_loop(tmp_path: Path) -> None:
+async def test_sqlite_checkpoints_the_wal_off_the_loop_and_off_the_storage_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Writes that run on the event loop's thread must not pay for a WAL checkpoint (it writes the
-    pages back and syncs the file): SQLite's automatic one is off, and one is queued on the storage
-    thread every so many writes, so the WAL stays bounded."""
+    pages back and syncs the file): SQLite's automatic one is off, and one runs every so many
+    writes on a connection and thread of its own, so the WAL stays bounded."""
     import threading
 
+    from orchestrator.storage import _wal
     from orchestrator.storage import sqlite as backend
 
     ran: list[tuple[str, int]] = []
+    checkpoints: list[int] = []
+    real = _wal.checkpoint
+
+    def counted(conn: sqlite3.Connection) -> None:
+        checkpoints.append(threading.get_ident())
+        real(conn)
+
+    monkeypatch.setattr(_wal, "checkpoint", counted)
     async with backend.SQLiteStorage(str(tmp_path / "wal.db")) as s:
         thread = await new_thread(s)
         assert await s._run(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+        storage_thread = await s._thread.call(threading.get_ident)
         await s._run(lambda conn: conn.set_trace_callback(lambda sql: ran.append((sql, threading.get_ident()))))
         for i in range(2 * backend._CHECKPOINT_EVERY):
             await s.append_messages(thread.id, [msg(thread.id, f"m{i}")])
         await s._run(lambda conn: conn.set_trace_callback(None))
-    checkpoints = [who for sql, who in ran if "wal_checkpoint" in sql]
     assert len(checkpoints) == 2
-    assert threading.get_ident() not in checkpoints
+    assert not {threading.get_ident(), storage_thread} & set(checkpoints)
     assert any(who == threading.get_ident() for sql, who in ran if sql == "COMMIT"), "no write ran on the loop"
+    assert (tmp_path / "wal.db-wal").exists() is False  # the last connection out checkpointed and removed it
+
+
+async def test_sqlite_calls_do_not_wait_behind_a_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint takes 2-3 ms (it syncs the file). Queued on the storage thread, it held up the
+    calls behind it; now the writes and reads after it run at once while it is still going, and
+    what they wrote is all there once it is done."""
+    import asyncio
+    import threading
+
+    from orchestrator.storage import _wal
+    from orchestrator.storage import sqlite as backend
+
+    going, finish = threading.Event(), threading.Event()
+    real = _wal.checkpoint
+
+    def slow(conn: sqlite3.Connection) -> None:
+        going.set()
+        finish.wait(30)
+        real(conn)
+
+    monkeypatch.setattr(_wal, "checkpoint", slow)
+    async with backend.SQLiteStorage(str(tmp_path / "busy.db")) as s:
+        thread = await new_thread(s)
+
+        async def write(text: str) -> None:  # each would wait for the checkpoint to end, if queued behind it
+            assert len(await asyncio.wait_for(s.append_messages(thread.id, [msg(thread.id, text)]), 5)) == 1
+
+        try:
+            for i in range(backend._CHECKPOINT_EVERY - 1):  # with the thread's creation, the 100th write
+                await write(f"m{i}")
+            assert await asyncio.to_thread(going.wait, 10), "no checkpoint started"
+            for i in range(3):
+                await write(f"during{i}")
+            assert (await contents(s, thread.id))[-3:] == ["during0", "during1", "during2"]
+            assert not finish.is_set()
+        finally:
+            finish.set()
+    async with backend.SQLiteStorage(str(tmp_path / "busy.db")) as s:
+        assert len(await contents(s, thread.id)) == backend._CHECKPOINT_EVERY - 1 + 3

@@ -9,8 +9,8 @@ is what makes leases safe between processes sharing the file: on the worker the
 busy timeout queues them instead of failing; on the loop's thread the busy
 timeout is zero, and a write that finds the lock taken goes to the worker to wait
 there, so the loop never waits on another process. No transaction ever has to
-upgrade a read lock. The WAL is checkpointed on the worker too (every
-`_CHECKPOINT_EVERY` writes), never inside a commit on the loop's thread.
+upgrade a read lock. The WAL is checkpointed every `_CHECKPOINT_EVERY` writes on a
+connection and thread of its own (`_wal.py`), never inside a commit on the loop's thread.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..results import AttachmentRef
 from . import _common as c
 from ._migrations import Migration, check_sequence, load_migrations, pending, split_statements
 from ._thread import Elsewhere, StorageThread
+from ._wal import WalCheckpointer
 from .base import DuplicateEventError, ExecutionStart, Lease, Scope, StepWrite, Storage, StorageError
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ class SQLiteStorage(Storage):
         self._conn: sqlite3.Connection | None = None
         self._thread: StorageThread | None = None
         self._waits_when_busy = True  # the connection's busy timeout: on for the worker, zero on the loop's thread
-        self._writes = 0
+        self._checkpoints: WalCheckpointer | None = None  # a WAL file only (not `:memory:`)
 
     # -- plumbing --------------------------------------------------------------
 
@@ -86,10 +87,8 @@ class SQLiteStorage(Storage):
         to walk)."""
         if self._conn is None or self._thread is None:
             raise StorageError(f"SQLite storage {self.path} is not open; call `await storage.open()` first")
-        if fn is _write_tx:
-            self._writes += 1
-            if self._writes % _CHECKPOINT_EVERY == 0:
-                self._thread.call(_checkpoint, self._conn)
+        if fn is _write_tx and self._checkpoints is not None:
+            self._checkpoints.wrote()
         return self._thread.call(self._on_worker, fn, *args, here=self._on_loop)
 
     def _on_worker(self, fn: Callable[..., T], *args: Any) -> T:
@@ -127,9 +126,10 @@ class SQLiteStorage(Storage):
         conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
-            self._enable_wal(conn)
+            if self._enable_wal(conn):
+                self._checkpoints = WalCheckpointer(self.path, _CHECKPOINT_EVERY)
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across process crashes
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are queued on the worker (`_run`)
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # `_wal.py` checkpoints, off the loop's thread
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
         except BaseException:
@@ -137,9 +137,11 @@ class SQLiteStorage(Storage):
             raise
         return conn
 
-    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+    def _enable_wal(self, conn: sqlite3.Connection) -> bool:
         """Switching a new file to WAL can fail at once with "database is locked" while
-        another process opens it too (SQLite skips the busy handler there), so retry."""
+        another process opens it too (SQLite skips the busy handler there), so retry. False where
+        there is no WAL (an in-memory database)."""
+        mode = None
         for attempt in Retrying(
             retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
             stop=stop_after_delay(self._busy_timeout),
@@ -147,7 +149,8 @@ class SQLiteStorage(Storage):
             reraise=True,
         ):
             with attempt:
-                conn.execute("PRAGMA journal_mode = WAL")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        return str(mode).lower() == "wal"
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """Bring the schema up to date in one transaction (safe if two processes race)."""
@@ -163,8 +166,10 @@ class SQLiteStorage(Storage):
     async def close(self) -> None:
         if self._conn is None or self._thread is None:
             return
-        conn, thread = self._conn, self._thread
-        self._conn = self._thread = None
+        conn, thread, checkpoints = self._conn, self._thread, self._checkpoints
+        self._conn = self._thread = self._checkpoints = None
+        if checkpoints is not None:
+            await checkpoints.close()
         await thread.call(conn.close)
         thread.stop()
 
@@ -289,13 +294,6 @@ class SQLiteStorage(Storage):
 
 _CHECKPOINT_EVERY = 100
 """Writes between WAL checkpoints: about SQLite's own 1,000-page default at 8-10 pages per step's commit."""
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # never waits: pages a reader still needs stay for the next
-    except sqlite3.Error:
-        pass  # the WAL keeps growing until the next one; nothing is lost
 
 
 def _write_tx(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
