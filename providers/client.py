@@ -26,6 +26,7 @@ from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider,
 from .deadline import IdleDeadline
 from .failures import Failure, StreamCut, classify_error, retry_after, scrub
 from .finish import normalize_finish
+from .in_flight import InFlight
 from .litellm_items import delta_items, ended_despite, tap_for
 from .litellm_tap import MARKED, RawTap
 from .openai_wire import WIRE_TYPES, build_request, inband_error, recall_request, stream_chunks
@@ -282,6 +283,7 @@ class ModelClient:
         self.config = config
         self._sleep = sleep
         self._retry_rules: dict[str, _RetryRules] = {}  # per alias: not rebuilt (and held) per request in flight
+        self._in_flight = InFlight()  # requests past a provider's `max_in_flight` wait here, not in the HTTP pool
 
     def model_info(self, alias: str | None) -> ModelInfo:
         return self.config.model_info(alias)
@@ -367,27 +369,32 @@ class ModelClient:
         provider = self.config.resolve_provider(model.provider)
         kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
         tally = _Tally(info)
-        chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
+        limit = self.config.providers[model.provider].max_in_flight
+        place = await self._in_flight.enter(model.provider, limit, model.timeout)
         try:
-            source = chunks.__aiter__()
-            # One deadline, moved per chunk (a wait_for per chunk costs a task each);
-            # lifted while the consumer holds an item, so only the provider's gaps count.
-            async with IdleDeadline(model.timeout) as deadline:
-                while True:
-                    deadline.waiting()
-                    try:
-                        chunk = await source.__anext__()
-                    except StopAsyncIteration:
-                        break
-                    except Exception as exc:
-                        if ended_despite(tally.tap, exc):
+            chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
+            try:
+                source = chunks.__aiter__()
+                # One deadline, moved per chunk (a wait_for per chunk costs a task each);
+                # lifted while the consumer holds an item, so only the provider's gaps count.
+                async with IdleDeadline(model.timeout) as deadline:
+                    while True:
+                        deadline.waiting()
+                        try:
+                            chunk = await source.__anext__()
+                        except StopAsyncIteration:
                             break
-                        raise
-                    deadline.holding()
-                    for item in absorb(chunk):
-                        yield item
+                        except Exception as exc:
+                            if ended_despite(tally.tap, exc):
+                                break
+                            raise
+                        deadline.holding()
+                        for item in absorb(chunk):
+                            yield item
+            finally:
+                await _close(chunks)
         finally:
-            await _close(chunks)
+            place.release()
         if tally.tap is not None:
             for item in tally.absorb_tail():
                 yield item

@@ -96,6 +96,14 @@ class ProviderConfig(_Strict):
             "litellm: always litellm.acompletion"
         ),
     )
+    max_in_flight: int = Field(
+        100,
+        ge=1,
+        description=(
+            "requests to this provider at once in this process; more wait their turn in the runtime "
+            "(LiteLLM's HTTP pool holds 100 connections: past them, requests would wait inside it)"
+        ),
+    )
 
     @field_validator("type")
     @classmethod
