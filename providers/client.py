@@ -367,11 +367,11 @@ class ModelClient:
         state: _Attempt,
     ) -> AsyncGenerator[StreamItem, None]:
         provider = self.config.resolve_provider(model.provider)
-        kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
-        tally = _Tally(info)
-        limit = self.config.providers[model.provider].max_in_flight
-        place = await self._in_flight.enter(model.provider, limit, model.timeout)
+        places = self._in_flight.places(model.provider, self.config.providers[model.provider].max_in_flight)
+        await places.acquire()  # before the request is built: a conversation waiting here holds little
         try:
+            kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
+            tally = _Tally(info)
             chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
             try:
                 source = chunks.__aiter__()
@@ -394,7 +394,7 @@ class ModelClient:
             finally:
                 await _close(chunks)
         finally:
-            place.release()
+            places.release()
         if tally.tap is not None:
             for item in tally.absorb_tail():
                 yield item

@@ -6,8 +6,9 @@ each time a request arrives or a response is closed, checks every queued request
 connection (`AsyncConnectionPool._assign_requests_to_connections`): with 1,000 conversations in
 flight that took 80% of the process's CPU, and throughput fell to 49-57 conversations a second,
 against 126-145 with the queue here (docs/performance.md, 2026-12-02). A semaphore wakes one
-waiter per release. The wait is bounded by the model's `timeout`, as httpx bounds its wait for a
-connection, and fails the same way: a timeout, retried.
+waiter per release. The wait has no deadline of its own: a place comes back when its request ends,
+and a silent provider's request ends at the model's `timeout` (the idle deadline); an abort reaches
+a waiting request as it does one in flight.
 """
 
 from __future__ import annotations
@@ -22,22 +23,17 @@ class InFlight:
     """One semaphore per provider and event loop (an asyncio primitive belongs to one loop)."""
 
     def __init__(self) -> None:
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+        self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
             weakref.WeakKeyDictionary()
         )
 
-    async def enter(self, provider: str, limit: int, timeout: float) -> asyncio.Semaphore:
-        """Wait for a place (at most `timeout` seconds); the caller releases the semaphore returned."""
+    def places(self, provider: str, limit: int) -> asyncio.Semaphore:
+        """The provider's semaphore on this loop: `acquire` it before a request, `release` it once closed."""
         loop = asyncio.get_running_loop()
-        gates = self._gates.get(loop)
-        if gates is None:
-            gates = self._gates[loop] = {}
-        gate = gates.get(provider)
-        if gate is None:
-            gate = gates[provider] = asyncio.Semaphore(limit)
-        if not gate.locked():
-            await gate.acquire()  # a free place: no timer to arm
-            return gate
-        async with asyncio.timeout(timeout):
-            await gate.acquire()
-        return gate
+        places = self._places.get(loop)
+        if places is None:
+            places = self._places[loop] = {}
+        place = places.get(provider)
+        if place is None:
+            place = places[provider] = asyncio.Semaphore(limit)
+        return place

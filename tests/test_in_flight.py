@@ -17,7 +17,6 @@ import respx
 
 from providers.client import ModelClient
 from providers.config import ConfigError, config_from_dict
-from providers.in_flight import InFlight
 from providers.sse import openai_events
 from providers.stream import StreamEnd, TextDelta
 
@@ -110,12 +109,3 @@ async def test_the_default_is_the_http_pool_size_and_a_bad_value_names_the_field
     assert _client("auto", None).config.providers["p"].max_in_flight == 100
     with pytest.raises(ConfigError, match="max_in_flight"):
         _client("auto", 0)
-
-
-async def test_the_wait_for_a_place_is_bounded_by_the_timeout() -> None:
-    places = InFlight()
-    held = await places.enter("p", 1, timeout=1.0)
-    with pytest.raises(TimeoutError):
-        await places.enter("p", 1, timeout=0.01)
-    held.release()
-    (await places.enter("p", 1, timeout=0.01)).release()
