@@ -41,8 +41,8 @@ async def test_sqlite_calls_run_in_order_and_hold_little_while_queued(tmp_path: 
 
 
 async def test_a_sqlite_call_made_while_the_storage_thread_is_idle_runs_at_once_in_order(tmp_path: Path) -> None:
-    """With nothing queued, a call runs on the caller's thread and is done before it is awaited (no
-    thread hop); with a call ahead of it, it queues behind that one on the storage thread."""
+    """With nothing queued, a call runs on the caller's thread (no thread hop), answered on the loop's
+    next turn; with a call ahead of it, it queues behind that one on the storage thread."""
     import threading
 
     from orchestrator.storage.sqlite import SQLiteStorage
@@ -50,8 +50,10 @@ async def test_a_sqlite_call_made_while_the_storage_thread_is_idle_runs_at_once_
     here = threading.get_ident()
     async with SQLiteStorage(str(tmp_path / "idle.db")) as s:
         thread = await new_thread(s)
-        alone = s._run(lambda conn: threading.get_ident())
-        assert alone.done() and alone.result() == here
+        ran_at: list[int] = []
+        alone = s._run(lambda conn: ran_at.append(threading.get_ident()) or threading.get_ident())
+        assert ran_at == [here]  # ran already, on this thread
+        assert await alone == here
         gate = threading.Event()
         blocked = s._thread.call(gate.wait, 10)
         behind = s._run(lambda conn: threading.get_ident())
@@ -162,3 +164,31 @@ async def test_sqlite_calls_do_not_wait_behind_a_checkpoint(tmp_path: Path, monk
             finish.set()
     async with backend.SQLiteStorage(str(tmp_path / "busy.db")) as s:
         assert len(await contents(s, thread.id)) == backend._CHECKPOINT_EVERY - 1 + 3
+
+
+async def test_an_awaited_storage_call_yields_to_the_loop_even_when_it_runs_at_once(tmp_path: Path) -> None:
+    """Awaiting a future that is already done does not yield. A call run at once on the loop's thread is
+    answered on the loop's next turn, so a coroutine looping over storage calls (a writer waiting for a
+    flag another task sets) cannot hold the event loop for as long as it loops."""
+    import asyncio
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async with SQLiteStorage(str(tmp_path / "turns.db")) as s:
+        thread = await new_thread(s)
+        others = 0
+
+        async def other() -> None:
+            nonlocal others
+            while True:
+                others += 1
+                await asyncio.sleep(0)
+
+        beside = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        before = others
+        for _ in range(50):
+            await s.get_thread(thread.id)
+        ran = others - before
+        beside.cancel()
+        assert ran >= 40, f"the other task ran {ran} times during 50 storage calls"

@@ -9,9 +9,10 @@ A call alone takes 117-171 us here against 184-249 through the executor (`bench/
 
 Most of those microseconds are two wake-ups (the thread's, then the loop's), not the call. So a
 call made while the thread has nothing queued or running may run at once on the caller's thread
-instead (`here`): nothing is ahead of it, so the order holds, and the caller's future is done
-before it is awaited. `here` raises `Elsewhere` for a call that must wait (SQLite: another
-process holds the write lock), which then goes to the thread like any other. Under load the
+instead (`here`): nothing is ahead of it, so the order holds. Its future is answered on the
+loop's next turn, so awaiting a storage call yields to the loop however it ran. `here` raises
+`Elsewhere` for a call that must wait (SQLite: another process holds the write lock), which then
+goes to the thread like any other. Under load the
 thread is rarely idle and calls queue as before, so SQLite's own work keeps running beside the
 event loop rather than on it.
 
@@ -58,12 +59,16 @@ class StorageThread:
         with self._lock:
             if here is not None and self._in_flight == 0:
                 try:
-                    future.set_result(here(*args))
-                    return future
+                    result = here(*args)
                 except Elsewhere:
                     pass
                 except BaseException as exc:  # handed to the caller, as from the thread
-                    future.set_exception(exc)
+                    loop.call_soon(_deliver, future, None, exc)
+                    return future
+                else:
+                    # answered on the loop's next turn, not now: awaiting a done future does not yield, and a
+                    # coroutine looping over storage calls would then hold the loop for as long as it loops
+                    loop.call_soon(_deliver, future, result, None)
                     return future
             self._in_flight += 1
         self._calls.put((self, loop, future, fn, args))
@@ -108,6 +113,10 @@ def _answer(
 
 def _settle(owner: StorageThread, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     owner._settled()
+    _deliver(future, result, error)
+
+
+def _deliver(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.cancelled():
         return
     if error is not None:
