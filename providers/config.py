@@ -100,7 +100,7 @@ class ProviderConfig(_Strict):
         100,
         ge=1,
         description=(
-            "requests to this provider at once in this process; more wait their turn in the runtime "
+            "requests to this provider at once per runtime; more wait their turn in the runtime "
             "(LiteLLM's HTTP pool holds 100 connections: past them, requests would wait inside it)"
         ),
     )

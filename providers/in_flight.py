@@ -4,8 +4,8 @@ Every stream path sends on LiteLLM's cached httpx clients, whose pools hold 100 
 (httpx's default limits). Past that, requests used to queue inside httpcore 1.0.9's pool, which,
 each time a request arrives or a response is closed, checks every queued request against every
 connection (`AsyncConnectionPool._assign_requests_to_connections`): with 1,000 conversations in
-flight that took 80% of the process's CPU, and throughput fell to 49-57 conversations a second,
-against 126-145 with the queue here (docs/performance.md, 2026-12-02). A semaphore wakes one
+flight that took 80% of the process's CPU, and throughput fell to 45-63 conversations a second,
+against 150 with the queue here (docs/performance.md, 2026-12-02). A semaphore wakes one
 waiter per release. The wait has no deadline of its own: a place comes back when its request ends,
 and a silent provider's request ends at the model's `timeout` (the idle deadline); an abort reaches
 a waiting request as it does one in flight.

@@ -12,9 +12,8 @@ call made while the thread has nothing queued or running may run at once on the 
 instead (`here`): nothing is ahead of it, so the order holds. Its future is answered on the
 loop's next turn, so awaiting a storage call yields to the loop however it ran. `here` raises
 `Elsewhere` for a call that must wait (SQLite: another process holds the write lock), which then
-goes to the thread like any other. Under load the
-thread is rarely idle and calls queue as before, so SQLite's own work keeps running beside the
-event loop rather than on it.
+goes to the thread like any other. Under load the thread is rarely idle and calls queue as
+before, so SQLite's own work keeps running beside the event loop rather than on it.
 
 A caller cancelled before its call starts has it skipped; one cancelled while it runs stops
 waiting, the call finishes (a transaction is never cut halfway) and its result is dropped. The
