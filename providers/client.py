@@ -297,64 +297,49 @@ class ModelClient:
         extra: dict[str, Any] | None = None,
         on_event: EventSink | None = None,
     ) -> AsyncIterator[StreamItem]:
-        """Stream one model answer; on failure retry, then fall back along the chain."""
-        chain = self.config.fallback_chain(alias)
+        """Stream one model answer; on failure retry, then fall back along the chain. One generator over
+        the requests, not one per layer: each item passes one fewer, and a waiting request holds less."""
+        chain = tuple(self.config.fallback_chain(alias))  # of strings: the collector stops tracking it
         state = _Attempt()
         failures: list[ProviderError] = []
-        for position, current in enumerate(chain):
+        for position in range(len(chain)):
+            current = chain[position]
             if failures and on_event is not None:
                 on_event("model_fallback", {"from": chain[position - 1], "to": current, "error": str(failures[-1])})
-            try:
-                async with aclosing(self._with_retries(current, messages, tools, extra, state)) as items:
-                    async for item in items:
-                        yield item
-                return
-            except Exception as exc:
-                failures.append(self._error(exc, current, classify_error(exc)))
+            model = self.config.models[current]
+            info = self.config.model_info(current)
+            retries: _Retries | None = None  # built at the first failure: most requests never need it
+            while True:
+                state.number += 1
+                if state.dirty:
+                    reason = "retry" if retries is not None else "fallback"
+                    yield StreamRestart(attempt=state.number, reason=reason, model=info.model)
+                    state.dirty = False
+                try:
+                    async with aclosing(
+                        self._one_request(current, model, info, messages, tools, extra, state)
+                    ) as items:
+                        async for item in items:
+                            state.dirty = True
+                            yield item
+                    return
+                except Exception as exc:
+                    failure = exc
+                retries = retries or _Retries(self._rules(current, model), self._sleep)
+                try:
+                    await retries.after(failure)  # waits for the next attempt, or raises the failure
+                except Exception as exc:
+                    failures.append(self._error(exc, current, classify_error(exc)))
+                    break
         raise _final(failures) from None
 
-    async def _with_retries(
-        self,
-        alias: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        extra: dict[str, Any] | None,
-        state: _Attempt,
-    ) -> AsyncGenerator[StreamItem, None]:
-        model = self.config.models[alias]
-        info = self.config.model_info(alias)
+    def _rules(self, alias: str, model: ModelConfig) -> _RetryRules:
         rules = self._retry_rules.get(alias)
         if rules is None or rules.policy is not model.retry:  # built once per policy, shared by its requests
             rules = self._retry_rules[alias] = _RetryRules(
                 model.retry, stop_after_attempt(model.retry.attempts), _wait_for(model)
             )
-        # tenacity's policy is built at the first failure: most requests never need it, and a retrying loop
-        # leaves some 30 objects in a reference cycle per request, garbage for the collector to find
-        attempts: AsyncRetrying | None = None
-        manager: AttemptManager | None = None
-        while True:
-            state.number += 1
-            if state.dirty:
-                reason = "retry" if manager is not None else "fallback"
-                yield StreamRestart(attempt=state.number, reason=reason, model=info.model)
-                state.dirty = False
-            try:
-                async with aclosing(self._one_request(alias, model, info, messages, tools, extra, state)) as items:
-                    async for item in items:
-                        state.dirty = True
-                        yield item
-                return
-            except Exception as exc:
-                failure = exc
-            if attempts is None or manager is None:
-                attempts = AsyncRetrying(
-                    stop=rules.stop, wait=rules.wait, retry=_RETRYABLE, sleep=self._sleep, reraise=True
-                ).__aiter__()
-                manager = await attempts.__anext__()  # attempt 1: the one that just failed
-            with manager:
-                raise failure  # recorded as this attempt's outcome
-            # the manager records the failure and swallows it (mypy cannot know): wait for the next attempt, or raise
-            manager = await attempts.__anext__()  # type: ignore[unreachable]
+        return rules
 
     async def _one_request(
         self,
@@ -366,10 +351,10 @@ class ModelClient:
         extra: dict[str, Any] | None,
         state: _Attempt,
     ) -> AsyncGenerator[StreamItem, None]:
-        provider = self.config.resolve_provider(model.provider)
         places = self._in_flight.places(model.provider, self.config.providers[model.provider].max_in_flight)
         await places.acquire()  # before the request is built: a conversation waiting here holds little
         try:
+            provider = self.config.resolve_provider(model.provider)
             kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
             tally = _Tally(info)
             chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
@@ -508,6 +493,25 @@ class _RetryRules:
     policy: RetryPolicy  # the config they were built from
     stop: stop_after_attempt
     wait: Callable[[RetryCallState], float]
+
+
+class _Retries:
+    """Tenacity's retry loop for one model in the chain, driven one failure at a time. Built at the first
+    failure: a retrying loop leaves some 30 objects in a reference cycle, garbage for the collector."""
+
+    def __init__(self, rules: _RetryRules, sleep: Callable[[float], Awaitable[None]]) -> None:
+        self._attempts = AsyncRetrying(stop=rules.stop, wait=rules.wait, retry=_RETRYABLE, sleep=sleep, reraise=True)
+        self._manager: AttemptManager | None = None
+
+    async def after(self, failure: Exception) -> None:
+        """Record `failure` as the current attempt's outcome; return once the next attempt may start,
+        or raise `failure` when the policy gives up (not retryable, or out of attempts)."""
+        if self._manager is None:
+            self._attempts = self._attempts.__aiter__()
+            self._manager = await self._attempts.__anext__()  # attempt 1: the one that just failed
+        with self._manager:
+            raise failure  # recorded as this attempt's outcome, and swallowed by the manager
+        self._manager = await self._attempts.__anext__()  # type: ignore[unreachable]
 
 
 def _retryable(exc: BaseException) -> bool:
