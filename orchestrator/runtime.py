@@ -67,7 +67,8 @@ class Runtime:
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
         self.live = LiveExecutions()  # which execution of a thread runs here; controls said before it does
-        self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions started here; close() waits for them
+        self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions start() began; close() waits for them
+        self._inline: dict[asyncio.Future[None], asyncio.Task[Any]] = {}  # run()/send() executions: end -> caller
         self._broker: RedisBroker | None = None  # when settings.redis is set
 
     @classmethod
@@ -163,12 +164,14 @@ class Runtime:
 
     async def _stop_executions(self, timeout: float) -> None:
         self.stop_all("runtime closed")
-        tasks = {t for t in self._tasks if t is not asyncio.current_task()}
-        if not tasks:
+        current = asyncio.current_task()
+        ends: set[asyncio.Future[Any]] = {t for t in self._tasks if t is not current}
+        ends |= {end for end, caller in self._inline.items() if caller is not current}
+        if not ends:
             return
-        _, late = await asyncio.wait(tasks, timeout=timeout)
-        for task in late:  # a tool that ignores cancellation of its own stop: cancel the whole task
-            task.cancel()
+        _, late = await asyncio.wait(ends, timeout=timeout)
+        for end in late:  # a tool that ignores cancellation of its own stop: cancel the task running it
+            self._inline.get(end, end).cancel()
         if late:
             await asyncio.wait(late)
 
@@ -295,9 +298,21 @@ class Thread:
         return ticket.watch(self._start(text, ticket))
 
     async def _to_end(self, text: str | None, ticket: StartTicket) -> ExecutionResult:
-        return await (await self._start(text, ticket))
+        """run() and send(): the execution runs in the caller's task, not a task of its own (which would be
+        two more tasks per execution, one held while it runs); close() waits for its end all the same."""
+        await self._ready(text, ticket)
+        caller = asyncio.current_task()
+        assert caller is not None
+        end: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._runtime._inline[end] = caller
+        try:
+            return await self._execute(text, _Started(self, ticket, None))
+        finally:
+            ticket.settle(None)  # refused or failed before holding the lease; settled already otherwise
+            del self._runtime._inline[end]
+            end.set_result(None)
 
-    async def _start(self, text: str | None, ticket: StartTicket) -> asyncio.Task[ExecutionResult]:
+    async def _ready(self, text: str | None, ticket: StartTicket) -> None:
         ticket.running()
         try:
             self._check_kind(text)
@@ -305,6 +320,9 @@ class Thread:
         except BaseException:
             ticket.settle(None)
             raise
+
+    async def _start(self, text: str | None, ticket: StartTicket) -> asyncio.Task[ExecutionResult]:
+        await self._ready(text, ticket)
         started = asyncio.Event()
         on_start = _Started(self, ticket, started)
         task = asyncio.create_task(self._execute(text, on_start))
@@ -383,7 +401,7 @@ class _Started:
 
     __slots__ = ("_event", "_handle", "_ticket", "execution")
 
-    def __init__(self, handle: Thread, ticket: StartTicket, event: asyncio.Event) -> None:
+    def __init__(self, handle: Thread, ticket: StartTicket, event: asyncio.Event | None) -> None:
         self._handle = handle
         self._ticket = ticket
         self._event: asyncio.Event | None = event
