@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -26,7 +26,7 @@ from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd
 
 from . import gc_policy, tracing
 from .answers import answer_message, provider_family, with_unique_call_ids
-from .definitions import AgentDefinition, PromptDefinition, Side, ToolDefinition
+from .definitions import AgentDefinition, PromptDefinition, Side
 from .dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from .execution_result import ExecutionFailed, ExecutionResult
 from .hooks import ToolCallStart
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from .services import Services
 
 _log = structlog.get_logger("orchestrator.executor")
-_T = TypeVar("_T")
 _MESSAGE_EVENTS = ("message_created", "tool_result")
 
 __all__ = ["Executed", "ExecutionFailed", "ExecutionResult", "execute"]  # the results are re-exported from here
@@ -108,16 +107,18 @@ async def execute(
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
     keeper = services.heartbeat.keep(start.lease, services.settings.lease_ttl)
+    token = start.lease.token
     held = services.settings.gc_defer_full
     if held:
         gc_policy.hold_full_collections()
     try:
-        services.bus.fence(thread.id, start.lease.token)  # also keeps the channel attached until we are done
+        services.bus.fence(thread.id, token)  # also keeps the channel attached until we are done
         await services.bus.attach(thread.id)
         thread = start.thread
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, start.history)
-        execution.lease_token = start.lease.token
+        execution.lease_token = token
+        del start  # not held for the execution's length: its history is the execution's now
         keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
@@ -130,7 +131,7 @@ async def execute(
         await services.heartbeat.release(keeper)
         with contextlib.suppress(Exception):
             await services.bus.flush(thread.id)
-        services.bus.unfence(thread.id, start.lease.token)
+        services.bus.unfence(thread.id, token)
         services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
         with contextlib.suppress(Exception):
             await services.storage.release_lease(keeper.lease)
@@ -297,38 +298,23 @@ class _Execution:
         messages: list[dict[str, Any]],
         depth: int,
     ) -> tuple[Message, StreamEnd]:
-        """Stream one response; tool_call_started fires as progress arguments close."""
-        assembler = StreamAssembler(lambda name: _progress_argument(toolset, name))
-        fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
-        end: list[StreamEnd] = []
-
-        async def consume() -> None:
-            stream = self.services.client.stream(
-                self.model_alias(prompt),
-                messages,
-                tools=toolset.tools or None,
-                extra=toolset.extra or None,
-                on_event=lambda kind, data: self._publish(kind, data),
-            )
-            async for item in stream:
-                if isinstance(item, StreamRestart):
-                    assembler.reset()
-                    tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
-                    self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
-                elif isinstance(item, StreamEnd):
-                    end.append(item)
-                else:
-                    if isinstance(item, TextDelta):
-                        self._delta("text_delta", {"side": side, "depth": depth, "text": item.text})
-                    elif isinstance(item, ReasoningDelta) and item.text:
-                        self._delta("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
-                    for call in assembler.feed(item):
-                        await self._fire_started(call, toolset, side, depth, fired)
-            for call in assembler.finish():
-                await self._fire_started(call, toolset, side, depth, fired)
-
-        await self._until_aborted(consume())
-        last = end[0] if end else None
+        """Stream one response; tool_call_started fires as progress arguments close. While it reads, the
+        abort signal cancels this task (no extra task per step)."""
+        signal = self.execution.abort_signal
+        if signal.aborted:
+            raise Aborted(signal.reason or "aborted")
+        task = asyncio.current_task()
+        assert task is not None
+        cancel = task.cancel
+        signal.on_abort(cancel)
+        try:
+            last, assembler = await self._consume(side, prompt, toolset, messages, depth)
+        except asyncio.CancelledError:
+            if signal.aborted and task.uncancel() == 0:  # type: ignore[unreachable]  # aborted while awaiting
+                raise Aborted(signal.reason or "aborted") from None
+            raise
+        finally:
+            signal.remove(cancel)
         message, events = answer_message(
             assembler,
             last,
@@ -342,7 +328,43 @@ class _Execution:
         for kind, data in events:
             self._publish(kind, data)
         message = with_unique_call_ids(message, self.execution.message_history)
-        return message, end[0] if end else StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
+        return message, last or StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
+
+    async def _consume(
+        self, side: SideName, prompt: PromptDefinition, toolset: Toolset, messages: list[dict[str, Any]], depth: int
+    ) -> tuple[StreamEnd | None, StreamAssembler]:
+        """Read the model's stream: its end, if it came, and the answer assembled. A method with arguments,
+        not a closure, and the assembler made at the first item: a conversation waiting for its request holds
+        no cells, closures or lists of it."""
+        end: StreamEnd | None = None
+        assembler: StreamAssembler | None = None
+        fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
+        stream = self.services.client.stream(
+            self.model_alias(prompt),
+            messages,
+            tools=toolset.tools or None,
+            extra=toolset.extra or None,
+            on_event=self._publish,
+        )
+        async for item in stream:
+            if isinstance(item, StreamRestart):
+                assembler = None  # what the failed attempt said is forgotten
+                tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
+                self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
+            elif isinstance(item, StreamEnd):
+                end = end or item
+            else:
+                if isinstance(item, TextDelta):
+                    self._delta("text_delta", {"side": side, "depth": depth, "text": item.text})
+                elif isinstance(item, ReasoningDelta) and item.text:
+                    self._delta("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
+                assembler = assembler or StreamAssembler(toolset.progress_argument)
+                for call in assembler.feed(item):
+                    await self._fire_started(call, toolset, side, depth, fired)
+        assembler = assembler or StreamAssembler(toolset.progress_argument)
+        for call in assembler.finish():
+            await self._fire_started(call, toolset, side, depth, fired)
+        return end, assembler
 
     async def _fire_started(
         self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]
@@ -357,7 +379,7 @@ class _Execution:
             index=call.index,
             side=side,
             depth=depth,
-            progress_argument=_progress_argument(toolset, call.name),
+            progress_argument=toolset.progress_argument(call.name),
             progress_value=call.progress_value,
         )
         await self.services.hooks.call("tool_call_started", self.state, start)
@@ -389,24 +411,6 @@ class _Execution:
         step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         dispatcher = Dispatcher(self.services, step)
         return await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
-
-    async def _until_aborted(self, work: Coroutine[Any, Any, _T]) -> _T:
-        """Await `work` in this task; the abort signal cancels it (no extra tasks per step)."""
-        signal = self.execution.abort_signal
-        if signal.aborted:
-            work.close()
-            raise Aborted(signal.reason or "aborted")
-        task = asyncio.current_task()
-        assert task is not None
-        unregister = signal.on_abort(task.cancel)
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if signal.aborted and task.uncancel() == 0:  # type: ignore[unreachable]  # aborted while awaiting
-                raise Aborted(signal.reason or "aborted") from None
-            raise
-        finally:
-            unregister()
 
     # -- resuming after a crash ---------------------------------------------
     async def _republish_missing(self) -> None:
@@ -574,8 +578,3 @@ class _Execution:
             output=output,
             new_messages=new,
         )
-
-
-def _progress_argument(toolset: Toolset, name: str) -> str | None:
-    target = toolset.callables.get(name)
-    return target.progress_argument if isinstance(target, ToolDefinition) else None

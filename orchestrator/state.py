@@ -33,28 +33,41 @@ class ToolUseError(ValueError):
 class AbortSignal:
     """Fired by `stop()` or an abort; awaited by in-flight requests and tools."""
 
+    __slots__ = ("_callbacks", "_event", "_fired", "reason")
+
     def __init__(self) -> None:
-        self._event = asyncio.Event()
         self.reason: str | None = None
+        self._fired = False
         self._callbacks: list[Callable[[], object]] = []
+        self._event: asyncio.Event | None = None  # made by the first wait(): most executions never wait on it
 
     @property
     def aborted(self) -> bool:
-        return self._event.is_set()
+        return self._fired
 
     def abort(self, reason: str = "aborted") -> None:
-        if not self._event.is_set():
-            self.reason = reason
-            self._event.set()
+        if not self._fired:
+            self.reason, self._fired = reason, True
+            if self._event is not None:
+                self._event.set()
             for callback in list(self._callbacks):
                 callback()
 
     def on_abort(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call `callback` when the signal fires; returns a function that unregisters it."""
         self._callbacks.append(callback)
-        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+        return lambda: self.remove(callback)
+
+    def remove(self, callback: Callable[[], object]) -> None:
+        """Unregister `callback` (one equal to it); nothing if it is not registered."""
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
 
     async def wait(self) -> None:
+        if self._fired:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
         await self._event.wait()
 
 

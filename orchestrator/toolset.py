@@ -40,6 +40,11 @@ class Toolset:
     callables: dict[str, Callable_] = field(default_factory=dict)  # name -> what a call runs
     provider_tools: set[str] = field(default_factory=set)  # names the provider executes
 
+    def progress_argument(self, name: str) -> str | None:
+        """The progress argument of the tool `name`, None for other callables and unknown names."""
+        target = self.callables.get(name)
+        return target.progress_argument if isinstance(target, ToolDefinition) else None
+
 
 class ProviderToolMismatch(DefinitionError):
     pass
