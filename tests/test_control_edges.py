@@ -193,6 +193,32 @@ async def test_close_stops_and_waits_for_running_executions(make_runtime: Any) -
     assert (await rt.storage.get_thread(thread.id)).status == "stopped"
 
 
+async def test_close_cancels_the_callers_task_of_an_execution_that_outlives_its_timeout(make_runtime: Any) -> None:
+    """run() executes in the caller's task: an execution still busy past close()'s timeout (here in a hook,
+    which a stop does not interrupt) is cancelled through that task, and close() returns."""
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def busy(state: Any, messages: list) -> list:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return messages
+
+    defs = _duo()
+    defs.hooks["prefilter_llm_history"] = define_hook("prefilter_llm_history", busy).named("prefilter_llm_history")
+    rt, _ = await make_runtime(defs, CONVERSATION)
+    thread = await rt.create_thread("duo")
+    task = asyncio.create_task(thread.run())
+    await asyncio.wait_for(entered.wait(), 30)
+    await asyncio.wait_for(rt.close(timeout=0.05), 30)
+    assert cancelled.is_set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+
+
 # -- 7. a tool's own TimeoutError -----------------------------------------------------
 
 
@@ -325,8 +351,10 @@ async def test_fast_result_is_stored_before_a_slow_call_ends_and_never_runs_agai
         await asyncio.sleep(0.01)
     assert stored == ["fast"]
     task.cancel()  # what a crash leaves: the thread "running", the slow call without a result
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    result = await task  # the cancellation ends the execution as its stop would have
+    assert (result.reason, result.stopped_by) == ("runtime closed", "caller")
+    await rt.open()
+    assert (await rt.storage.get_thread(thread.id)).status == "stopped"
     assert (await thread.refresh()).status == "running"
     result = await asyncio.wait_for(thread.run(), 30)  # resumes the execution
     assert result.reason == "max_session_turns"
