@@ -170,7 +170,7 @@ class Runtime:
         if not ends:
             return
         _, late = await asyncio.wait(ends, timeout=timeout)
-        for end in late:  # a tool that ignores cancellation of its own stop: cancel the task running it
+        for end in late:  # still busy after its stop (a tool or hook that ignores it): cancel the task running it
             self._inline.get(end, end).cancel()
         if late:
             await asyncio.wait(late)
