@@ -10,6 +10,11 @@ them (`gc.get_referents`), which types hold those references (a container by its
 Message" is a model's `__dict__`), and which coroutines and closures are alive per conversation;
 then it times two full collections of that heap. The collector's cost follows the references more
 than the objects: compare the references followed with the collection time.
+
+Then, for 20 conversations waiting at the in-flight gate (`max_in_flight`, where nine in ten wait at
+1,000), what each holds alone: the tracked objects reachable from its task that no other of the 20
+reaches, walked without entering the objects every conversation shares (the loop, the runtime and its
+services). Those are what a trim of a waiting conversation can remove.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import collections
 import gc
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,6 +36,8 @@ _NAMED = ("coroutine", "async_generator", "function")
 
 
 _CONTAINERS = (dict, set, list, tuple)
+_SHARED = {"Runtime", "Services", "ModelClient", "SQLiteStorage", "EventBus", "Worker", "RuntimeContender"}
+_SHARED |= {"Definitions", "InFlight", "Semaphore", "LiveExecutions"}  # reached from every conversation
 
 
 def _census(level: int) -> None:
@@ -57,11 +65,60 @@ def _census(level: int) -> None:
     print("\n| alive per conversation | count |\n|---|---:|")
     for name, count in by_name.most_common(25):
         print(f"| {name} | {count / level:.2f} |")
+    _per_lane({id(o) for o in objects})
     del objects
     for _ in range(2):
         cpu = time.thread_time()
         gc.collect()
         print(f"\nfull collection of that heap: {(time.thread_time() - cpu) * 1000:.1f} ms of collector CPU")
+
+
+def _shared(obj: object) -> bool:
+    kind = type(obj).__name__
+    if kind == "function" and "gather" in getattr(obj, "__qualname__", ""):  # gather's callback: every lane
+        return True
+    return kind in _SHARED or "EventLoop" in kind or "Selector" in kind
+
+
+def _reach(root: object, young: set[int]) -> dict[int, object]:
+    seen: dict[int, object] = {id(root): root}
+    todo = [root]
+    while todo:
+        for ref in gc.get_referents(todo.pop()):
+            if id(ref) in young and id(ref) not in seen and not _shared(ref):
+                seen[id(ref)] = ref
+                todo.append(ref)
+    return seen
+
+
+def _named(obj: object) -> str:
+    kind = type(obj).__qualname__
+    return f"{kind} {getattr(obj, '__qualname__', '')}".rstrip() if kind in (*_NAMED, "method") else kind
+
+
+def _per_lane(young: set[int]) -> None:
+    lanes = []
+    for task in asyncio.all_tasks():
+        if "lane" in repr(task.get_coro()):
+            held = _reach(task, young)
+            if len(held) > 5_000:  # reached the other conversations through a shared object not in `_SHARED`
+                print(f"\na waiting conversation reaches {len(held)} objects: add what they share to _SHARED")
+                return
+            if any(_named(o) == "coroutine Semaphore.acquire" for o in held.values()):
+                lanes.append(held)
+        if len(lanes) == 20:
+            break
+    if not lanes:
+        print("\nno conversation waits at the in-flight gate")
+        return
+    seen_in: collections.Counter[int] = collections.Counter(k for held in lanes for k in held)
+    alone = [[o for k, o in held.items() if seen_in[k] == 1] for held in lanes]
+    kinds = collections.Counter(_named(o) for objs in alone for o in objs)
+    median = statistics.median(map(len, alone))
+    print(f"\nheld alone by a conversation waiting at the gate: {median:.0f} tracked objects")
+    print("\n| held alone, per waiting conversation | count |\n|---|---:|")
+    for name, count in kinds.most_common(30):
+        print(f"| {name} | {count / len(alone):.2f} |")
 
 
 async def _run(url: str, level: int, key: str) -> None:
