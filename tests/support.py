@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,13 @@ async def event_log(rt: Any, thread: Any) -> list[Any]:
 
 class Crash(BaseException):
     """Stands in for the process dying: no tool or step catches it, and the thread stays `running`."""
+
+
+async def wait_until_cancelled(entered: asyncio.Event, cancelled: asyncio.Event) -> None:
+    """A tool's or hook's body that never ends on its own: sets `entered`, then `cancelled` when cancelled."""
+    entered.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from support import Q, definitions
+from support import Q, definitions, wait_until_cancelled
 
 from orchestrator import Side, define_agent, define_hook, define_prompt, define_tool
 from orchestrator.settings import RuntimeSettings
@@ -199,12 +199,7 @@ async def test_close_cancels_the_callers_task_of_an_execution_that_outlives_its_
     entered, cancelled = asyncio.Event(), asyncio.Event()
 
     async def busy(state: Any, messages: list) -> list:
-        entered.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+        await wait_until_cancelled(entered, cancelled)
         return messages
 
     defs = _duo()

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from pydantic import BaseModel
-from support import definitions
+from support import definitions, wait_until_cancelled
 
 from orchestrator import Side, define_agent, define_hook, define_prompt, define_tool
 from orchestrator.settings import RuntimeSettings
@@ -135,12 +135,7 @@ async def test_stop_mid_tool_cancels_the_tool(make_runtime: Any) -> None:
     entered = asyncio.Event()
 
     async def forever(state: Any, args: Q) -> dict:
-        entered.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+        await wait_until_cancelled(entered, cancelled)
         return {}
 
     defs = _defs(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from support import definitions
+from support import definitions, wait_until_cancelled
 from test_faults_provider import LATER, C, Outcome, R, Rig, consistency, later_run_works
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
@@ -103,12 +103,7 @@ async def tool_never_returns_until_aborted(tmp: Path) -> Outcome:
     entered, cancelled = asyncio.Event(), asyncio.Event()
 
     async def forever(state: Any, args: Q) -> dict:
-        entered.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+        await wait_until_cancelled(entered, cancelled)
         return {}
 
     tools = {"forever": define_tool(description="f", args=Q, execute=forever)}
