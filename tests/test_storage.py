@@ -110,6 +110,22 @@ async def test_list_threads_filters_and_pages(storage: Storage) -> None:
         await storage.list_threads(offset=-1)
 
 
+async def test_saving_a_thread_moves_it_in_the_user_and_status_filters(storage: Storage) -> None:
+    """The indexed columns (user, status, creation time) change with a save as the others do."""
+    thread = await new_thread(storage, user_id="u1", status="idle", created_at=100.0)
+    other = await new_thread(storage, user_id="u2", status="idle", created_at=101.0)
+    thread.status, thread.user_id, thread.created_at = "running", "u2", 102.0
+    await storage.save_thread(thread)
+    assert [t.id for t in await storage.list_threads(status="running")] == [thread.id]
+    assert [t.id for t in await storage.list_threads(user_id="u2")] == [other.id, thread.id]
+    assert await storage.list_threads(user_id="u1") == []
+    thread.status = "idle"
+    thread.usage = Usage(input_tokens=1)
+    await storage.save_thread(thread)
+    assert await storage.get_thread(thread.id) == thread
+    assert [t.id for t in await storage.list_threads(user_id="u2", status="idle")] == [other.id, thread.id]
+
+
 # -- messages ----------------------------------------------------------------
 
 
@@ -467,6 +483,31 @@ async def test_sqlite_file_is_in_wal_mode_and_memory_works(tmp_path: Path) -> No
         thread = await new_thread(mem)
         await mem.append_messages(thread.id, [msg(thread.id, "in memory")])
         assert await contents(mem, thread.id) == ["in memory"]
+
+
+async def test_a_sqlite_step_that_keeps_the_status_writes_one_page_of_the_threads(tmp_path: Path) -> None:
+    """A step's commit saves the thread (its execution snapshot, usage, time); the thread indexes
+    (user and status, both with the creation time) stay out of the WAL unless their columns changed.
+    Saved in one statement, SQLite rewrote both index pages at every step (three pages for one)."""
+    import sqlite3
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    path = tmp_path / "pages.db"
+    async with SQLiteStorage(str(path)) as s:
+        thread = await new_thread(s, user_id="u1", status="running")
+        page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+
+        async def pages_written(change: dict[str, object]) -> int:
+            before = Path(f"{path}-wal").stat().st_size
+            for field, value in change.items():
+                setattr(thread, field, value)
+            await s.save_thread(thread)
+            return (Path(f"{path}-wal").stat().st_size - before) // (page + 24)  # a WAL frame: header + page
+
+        assert await pages_written({"usage": Usage(input_tokens=5), "updated_at": thread.updated_at + 1}) == 1
+        assert await pages_written({"status": "idle"}) == 3  # the row, and both indexes (status; user by time)
+        assert await pages_written({"execution": ExecutionSnapshot(flow_id="f1", step_count=2)}) == 1
 
 
 async def test_using_a_closed_storage_says_so(tmp_path: Path) -> None:
