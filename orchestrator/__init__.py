@@ -1,35 +1,53 @@
 """A two-sided orchestration runtime for LLM agents, on LiteLLM.
 
-Importing this package is cheap: the runtime, LiteLLM and the server load on
-first use of the names that need them.
+Importing this package is cheap: every public name loads its module on first use
+(PEP 562), so `orchestrator --help` does not build the pydantic models, and the
+runtime, LiteLLM and the server load only when a program needs them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .definitions import (
-    AgentDefinition,
-    DefinitionError,
-    HookDefinition,
-    PromptDefinition,
-    Side,
-    ToolDefinition,
-    VariableDefinition,
-    define_agent,
-    define_hook,
-    define_prompt,
-    define_tool,
-)
-from .messages import Event, Message, MessagesResult, ToolCall
-from .results import AttachmentRef, ToolAttachment, ToolResult
-
 if TYPE_CHECKING:
+    from .definitions import (
+        AgentDefinition,
+        DefinitionError,
+        HookDefinition,
+        PromptDefinition,
+        Side,
+        ToolDefinition,
+        VariableDefinition,
+        define_agent,
+        define_hook,
+        define_prompt,
+        define_tool,
+    )
     from .event_types import BUILTIN_EVENT_TYPES, CustomEvent, TypedEvent, events_json_schema, parse_event
+    from .messages import Event, Message, MessagesResult, ToolCall
+    from .results import AttachmentRef, ToolAttachment, ToolResult
     from .runtime import ExecutionResult, Runtime, Thread
     from .state import AbortSignal, ExecutionState, ThreadState
 
 _LAZY = {
+    **dict.fromkeys(
+        (
+            "AgentDefinition",
+            "DefinitionError",
+            "HookDefinition",
+            "PromptDefinition",
+            "Side",
+            "ToolDefinition",
+            "VariableDefinition",
+            "define_agent",
+            "define_hook",
+            "define_prompt",
+            "define_tool",
+        ),
+        ".definitions",
+    ),
+    **dict.fromkeys(("Event", "Message", "MessagesResult", "ToolCall"), ".messages"),
+    **dict.fromkeys(("AttachmentRef", "ToolAttachment", "ToolResult"), ".results"),
     "TypedEvent": ".event_types",  # events as typed models: orchestrator/event_types.py
     "CustomEvent": ".event_types",
     "parse_event": ".event_types",
