@@ -193,14 +193,21 @@ class EventBus:
         """Fan events out across processes through `broker` (None: this process only)."""
         self._broker = broker
 
-    async def attach(self, thread_id: str, *, new: bool = False) -> None:
+    async def attach(self, thread_id: str, *, new: bool = False, stored: int | None = None) -> None:
         """Load the thread's last sequence number; call before publishing.
-        `new`: the thread was just created here, so it has no events yet."""
+        `new`: the thread was just created here, so it has no events yet. `stored`: the log's last seq,
+        read by an execution under its lease. Without a broker nothing else tells this process that
+        another one sharing the storage ran the thread since it last numbered its events (a channel
+        stays while someone here watches the thread, and from its creation until its first execution)."""
         if self._broker is not None:
             await self._attach_shared(thread_id, self._broker)
-        elif thread_id not in self._channels:
-            last = 0 if new else await self._storage.last_event_seq(thread_id)
-            self._channels.setdefault(thread_id, _Channel(last))
+            return
+        ch = self._channels.get(thread_id)
+        if ch is None:
+            last = 0 if new else stored if stored is not None else await self._storage.last_event_seq(thread_id)
+            ch = self._channels.setdefault(thread_id, _Channel(last))
+        if stored is not None and stored > ch.seq:
+            ch.seq = stored
 
     async def create_thread(self, record: ThreadRecord, data: dict[str, Any]) -> ThreadRecord:
         """Store a new thread and announce it: `thread_created` goes in the thread's own insert, one

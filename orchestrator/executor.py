@@ -113,7 +113,10 @@ async def execute(
         gc_policy.hold_full_collections()
     try:
         services.bus.fence(thread.id, token)  # also keeps the channel attached until we are done
-        await services.bus.attach(thread.id)
+        last_event = start.last_event_seq  # None from a store that did not read it with the lease
+        if last_event is None:
+            last_event = await services.storage.last_event_seq(thread.id)
+        await services.bus.attach(thread.id, stored=last_event)  # another process may have run it since
         thread = start.thread
         snapshot = _snapshot_for(thread)
         execution = ExecutionState(snapshot, start.history)

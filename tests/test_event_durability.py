@@ -159,6 +159,27 @@ async def test_events_another_process_already_stored_are_not_written_again(tmp_p
         assert [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)] == [(1, "theirs"), (2, "mine")]
 
 
+async def test_two_processes_sharing_a_file_take_turns_on_a_thread_without_a_broker(
+    make_runtime: Any, tmp_path: Path
+) -> None:
+    """Without a broker, each process numbers a thread's events from its own memory. An execution
+    takes up the numbering from the log under its lease: a process that created the thread (and kept
+    its channel) must not number its next execution's events from before another process ran it.
+    Before, its `execution_started` took a seq already in the log and the send failed
+    (DuplicateEventError), at every later send of that process."""
+    db = str(tmp_path / "shared.db")
+    here, _ = await make_runtime(_defs(), lambda body: R(text="ok"), db=db)
+    there, _ = await make_runtime(_defs(), lambda body: R(text="ok"), db=db)  # one model answers both
+    thread = await here.create_thread("chat")
+    for text, runtime in [("one", there), ("two", here), ("three", there), ("four", here)]:
+        assert (await (await runtime.get_thread(thread.id)).send(text)).reason == "rest"
+    events = await here.storage.events_after(thread.id, 0)
+    assert [e.seq for e in events] == sorted({e.seq for e in events})
+    assert [e.type for e in events].count("execution_started") == 4
+    contents = [m.content for m in (await thread.get_messages()).messages]
+    assert contents == ["one", "ok", "two", "ok", "three", "ok", "four", "ok"]
+
+
 def _followed() -> int:
     """What a full collection walks: the references from every tracked object."""
     return sum(len(gc.get_referents(o)) for o in gc.get_objects())

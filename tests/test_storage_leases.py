@@ -10,6 +10,7 @@ from storage_backends import (  # noqa: F401 - fixtures
     FakeClock,
     StorageFactory,
     contents,
+    ev,
     fake_clock,
     msg,
     new_thread,
@@ -83,14 +84,17 @@ async def test_an_execution_begins_with_the_lease_the_thread_and_its_whole_histo
     start = await storage.begin_execution(thread.id, "A", ttl=30)
     assert (start.lease.owner, start.lease.expires_at, start.thread.id) == ("A", fake_clock.now + 30, thread.id)
     assert [(m.content, m.seq) for m in start.history] == [("one", 1), ("quiet", 2)]
+    assert start.last_event_seq == 0  # numbering goes on from the log, whoever wrote it last
     with pytest.raises(ThreadBusyError):
         await storage.begin_execution(thread.id, "B", ttl=30)
     with pytest.raises(NotFoundError, match="nope"):
         await storage.begin_execution("nope", "B", ttl=30)
     with pytest.raises(ValueError, match="ttl"):
         await storage.begin_execution(thread.id, "A", ttl=0)
+    await storage.append_events([ev(thread.id, 1), ev(thread.id, 2)])
     await storage.release_lease(start.lease)
-    assert (await storage.begin_execution(thread.id, "B", ttl=30)).lease.token > start.lease.token
+    again = await storage.begin_execution(thread.id, "B", ttl=30)
+    assert again.lease.token > start.lease.token and again.last_event_seq == 2
 
 
 async def test_leases_are_per_thread(storage: Storage) -> None:

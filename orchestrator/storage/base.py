@@ -69,11 +69,15 @@ class Lease:
 
 @dataclass(frozen=True)
 class ExecutionStart:
-    """What an execution starts from: the lease it took, the thread and its whole history."""
+    """What an execution starts from: the lease it took, the thread and its whole history, and
+    the last seq in the thread's event log (None: the store did not read it; the executor asks).
+    Read under the lease because another process may have run the thread since this one last
+    numbered its events."""
 
     lease: Lease
     thread: ThreadRecord
     history: list[Message]
+    last_event_seq: int | None = None
 
 
 @dataclass
@@ -203,15 +207,16 @@ class Storage(ABC):
     async def release_lease(self, lease: Lease) -> None: ...
 
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
-        """Take the lease, then read the thread and all its messages (silent ones too).
+        """Take the lease, then read the thread, all its messages (silent ones too) and its last event seq.
 
-        One call because every execution starts with these three: a store that can do them in one
+        One call because every execution starts with these: a store that can do them in one
         round trip (SQLite: one hop to its thread, one transaction) overrides this."""
         lease = await self.acquire_lease(thread_id, owner, ttl)
         try:
             thread = await self.get_thread(thread_id)
             history = (await self.get_messages(thread_id, include_silent=True)).messages
+            last_event = await self.last_event_seq(thread_id)
         except BaseException:
             await self.release_lease(lease)
             raise
-        return ExecutionStart(lease, thread, history)
+        return ExecutionStart(lease, thread, history, last_event)

@@ -427,9 +427,10 @@ class PostgresStorage(Storage):
             lease = await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
             row = await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id)  # found by the lease above
             rows = await conn.fetch(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 ORDER BY seq", thread_id)
+            last_event = await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
         if row is None:
             raise c.thread_not_found(thread_id)
-        return ExecutionStart(lease, c.thread_from_row(row), [c.message_from_row(r) for r in rows])
+        return ExecutionStart(lease, c.thread_from_row(row), [c.message_from_row(r) for r in rows], last_event)
 
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         c.check_ttl(ttl)

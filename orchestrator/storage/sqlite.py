@@ -559,7 +559,9 @@ def _renew_lease(conn: sqlite3.Connection, lease: Lease, ttl: float, now: float)
 def _begin_execution(conn: sqlite3.Connection, thread_id: str, owner: str, ttl: float, now: float) -> ExecutionStart:
     lease = _acquire_lease(conn, thread_id, owner, ttl, now)
     rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)).fetchall()
-    return ExecutionStart(lease, _get_thread(conn, thread_id), [c.message_from_row(r) for r in rows])
+    last_event = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = ?", (thread_id,))
+    history = [c.message_from_row(r) for r in rows]
+    return ExecutionStart(lease, _get_thread(conn, thread_id), history, last_event.fetchone()[0])
 
 
 def _release_lease(conn: sqlite3.Connection, lease: Lease) -> None:
