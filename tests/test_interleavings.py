@@ -1,5 +1,5 @@
 """Random schedules of sends, stops and racing starts on threads shared by two runtimes (two
-processes sharing one SQLite file, no broker), and a runtime closed under running executions
+processes sharing one storage, SQLite or PostgreSQL, no broker), and a runtime closed under running executions
 then reopened. Whatever the schedule, the stored thread stays consistent: nothing left running,
 messages numbered 1..n, the event log and every watcher's events in increasing order, each request
 a history providers accept. The schedules are seeded; the invariants do not depend on the timing.
@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 import pytest
+from storage_backends import StorageFactory, fake_clock, storage_factory  # noqa: F401 - fixtures
 from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
@@ -97,13 +98,13 @@ def _check_requests(requests: list[dict[str, Any]]) -> None:
                 assert [m.get("tool_call_id") for m in messages[i + 1 : i + 1 + len(ids)]] == ids
 
 
-@pytest.mark.parametrize("seed", range(8))
-async def test_two_runtimes_sharing_a_file_keep_every_thread_consistent(
-    make_runtime: Any, tmp_path: Any, seed: int
+@pytest.mark.parametrize("seed", range(6))
+async def test_two_runtimes_sharing_a_storage_keep_every_thread_consistent(
+    make_runtime: Any, storage_factory: StorageFactory, seed: int
 ) -> None:
-    db = str(tmp_path / "shared.db")
-    first, model = await make_runtime(_defs(), _model(seed), db=db)
-    second, _ = await make_runtime(_defs(), _model(seed), db=db)  # the router has one route: `model` answers both
+    """On SQLite (one file) and PostgreSQL (one schema)."""
+    first, model = await make_runtime(_defs(), _model(seed), storage=storage_factory.make())
+    second, _ = await make_runtime(_defs(), _model(seed), storage=storage_factory.make())  # `model` answers both
     threads = [await first.create_thread("chat") for _ in range(6)]
     seen: dict[tuple[int, str], list[int]] = {}
 
