@@ -1,5 +1,6 @@
-"""Random schedules of sends, stops and racing starts on threads shared by two runtimes (two
-processes sharing one storage, SQLite or PostgreSQL, no broker), and a runtime closed under running executions
+"""Random schedules of sends, stops, forced turns and racing starts on threads shared by two runtimes
+(two processes sharing one storage, SQLite or PostgreSQL, no broker), with a model that calls tools and a
+prompt as a tool, fails, cuts its stream and sends bad arguments; and a runtime closed under running executions
 then reopened. Whatever the schedule, the stored thread stays consistent: nothing left running,
 messages numbered 1..n, the event log and every watcher's events in increasing order, each request
 a history providers accept. The schedules are seeded; the invariants do not depend on the timing.
@@ -18,8 +19,18 @@ from storage_backends import StorageFactory, fake_clock, storage_factory  # noqa
 from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.execution_result import ExecutionFailed
 from orchestrator.storage import ThreadBusyError
-from providers.scripted import ScriptedCall, ScriptedResponse
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
+
+EXPECTED = (ThreadBusyError, ExecutionFailed)  # a start refused while the thread runs; a provider that kept failing
+RETRYING = {  # three tries per request, no waiting between them
+    "providers": {"scripted": {"type": "scripted"}},
+    "models": {
+        "demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 3, "backoff": 0, "max_wait": 0}}
+    },
+    "default_model": "demo",
+}
 
 
 async def _noted(state: Any, args: Q) -> dict:
@@ -28,11 +39,15 @@ async def _noted(state: Any, args: Q) -> dict:
 
 
 def _defs() -> Any:
-    prompts = {"pa": define_prompt(prompt="side a", tool_description="a", tools=("note",))}
+    prompts = {
+        "pa": define_prompt(prompt="side a", tool_description="a", tools=("note", "helper")),
+        "pb": define_prompt(prompt="side b", tool_description="b", tools=("note",)),
+        "helper": define_prompt(prompt="a helper", tool_description="a prompt as a tool", tools=("note",)),
+    }
     agents = {
         "chat": define_agent(type="ai_human", side_a=Side("pa", max_steps=4)),
         "duo": define_agent(
-            type="dual_ai", side_a=Side("pa", max_steps=3), side_b=Side("pa", max_steps=2), max_session_turns=4
+            type="dual_ai", side_a=Side("pa", max_steps=3), side_b=Side("pb", max_steps=2), max_session_turns=4
         ),
     }
     tools = {"note": define_tool(description="n", args=Q, execute=_noted)}
@@ -40,14 +55,42 @@ def _defs() -> Any:
 
 
 def _model(seed: int) -> Any:
-    """Answers with text or one to three tool calls, at random."""
+    """Answers with text or one to three calls of the tools the request offers, at random."""
     rnd = random.Random(seed)
 
     def answer(body: dict[str, Any]) -> ScriptedResponse:
+        offered = [tool["function"]["name"] for tool in body.get("tools") or []]
         after_tools = body["messages"][-1]["role"] == "tool"
-        if rnd.random() < (0.3 if after_tools else 0.5):
-            return ScriptedResponse(tool_calls=[ScriptedCall("note", {"q": str(i)}) for i in range(rnd.randint(1, 3))])
+        if offered and rnd.random() < (0.3 if after_tools else 0.5):
+            names = [rnd.choice(offered) for _ in range(rnd.randint(1, 3))]
+            return ScriptedResponse(
+                tool_calls=[
+                    ScriptedCall(name, {"q": str(i)} if name == "note" else {"request": "go"})
+                    for i, name in enumerate(names)
+                ]
+            )
         return ScriptedResponse(text="ok " * rnd.randint(1, 4))
+
+    return answer
+
+
+def _faulty(seed: int) -> Any:
+    """`_model`, with HTTP errors, streams cut or broken midway and tool arguments that do not fit."""
+    rnd = random.Random(seed)
+    good = _model(seed + 1)
+
+    def answer(body: dict[str, Any]) -> ScriptedResponse | ScriptedFault:
+        roll = rnd.random()
+        if roll < 0.08:
+            return ScriptedFault(status=rnd.choice([429, 500, 503]))
+        response = good(body)
+        if roll < 0.16:
+            response.cut_after = rnd.randint(0, 6)
+        elif roll < 0.2:
+            response.malformed = True
+        elif roll < 0.26 and response.tool_calls:
+            response.tool_calls[0].arguments = rnd.choice(['{"q": ', "[1, 2]", '{"q": 5}', "null", '{"zz": "1"}'])
+        return response
 
     return answer
 
@@ -58,25 +101,35 @@ async def _spin(turns: int) -> None:
 
 
 async def _schedule(runtimes: list[Any], thread_id: str, rnd: random.Random) -> None:
-    """Eight operations on one thread, each from either runtime: a send, a send stopped after a few
-    loop turns, or two sends at once (one of which may be refused as busy)."""
+    """Eight operations on one thread, each from either runtime: a start (a send for `chat`, a run for
+    `duo`); one stopped or given a forced turn after a few loop turns, by its own runtime or by both; or
+    two at once (one of which may be refused as busy)."""
     for _ in range(8):
         handles = [await rt.get_thread(thread_id) for rt in runtimes]
         handle = rnd.choice(handles)
-        op = rnd.choice(["send", "stop", "race"])
+        op = rnd.choice(["start", "stop", "stop_both", "force", "race"])
         if op == "race":
-            first = asyncio.ensure_future(handles[0].send("one"))
+            first = asyncio.ensure_future(_start(handles[0], "one"))
             await _spin(rnd.randint(0, 10))
-            outcomes = await asyncio.gather(first, handles[1].send("two"), return_exceptions=True)
+            outcomes = await asyncio.gather(first, _start(handles[1], "two"), return_exceptions=True)
         else:
-            task = asyncio.ensure_future(handle.send("hello"))
+            task = asyncio.ensure_future(_start(handle, "hello"))
+            await _spin(rnd.randint(0, 60))
             if op == "stop":
-                await _spin(rnd.randint(0, 60))
                 handle.stop()
+            elif op == "stop_both":  # the runtime not running it has nothing to stop
+                for other in handles:
+                    other.stop()
+            elif op == "force" and handle.record.agent_id == "duo":
+                handle.force_turn(rnd.choice(["a", "b"]))
             outcomes = await asyncio.gather(task, return_exceptions=True)
         for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, ThreadBusyError):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, EXPECTED):
                 raise outcome
+
+
+def _start(handle: Any, text: str) -> Any:
+    return handle.send(text) if handle.record.agent_id == "chat" else handle.run()
 
 
 async def _check_thread(runtime: Any, thread_id: str) -> None:
@@ -84,8 +137,10 @@ async def _check_thread(runtime: Any, thread_id: str) -> None:
     assert (await handle.refresh()).status != "running"
     messages = (await handle.get_messages()).messages
     assert [m.seq for m in messages] == list(range(1, len(messages) + 1))
-    seqs = [e.seq for e in await runtime.storage.events_after(thread_id, 0)]
-    assert seqs == sorted(set(seqs))
+    events = await runtime.storage.events_after(thread_id, 0)
+    assert [e.seq for e in events] == sorted({e.seq for e in events})
+    kinds = [e.type for e in events]
+    assert kinds.count("execution_started") == kinds.count("execution_stopped") + kinds.count("execution_failed")
 
 
 def _check_requests(requests: list[dict[str, Any]]) -> None:
@@ -105,7 +160,7 @@ async def test_two_runtimes_sharing_a_storage_keep_every_thread_consistent(
     """On SQLite (one file) and PostgreSQL (one schema)."""
     first, model = await make_runtime(_defs(), _model(seed), storage=storage_factory.make())
     second, _ = await make_runtime(_defs(), _model(seed), storage=storage_factory.make())  # `model` answers both
-    threads = [await first.create_thread("chat") for _ in range(6)]
+    threads = [await first.create_thread("chat" if i % 2 else "duo") for i in range(6)]
     seen: dict[tuple[int, str], list[int]] = {}
 
     async def watch(index: int, runtime: Any, thread_id: str) -> None:
@@ -126,6 +181,21 @@ async def test_two_runtimes_sharing_a_storage_keep_every_thread_consistent(
 
 
 @pytest.mark.parametrize("seed", range(6))
+async def test_the_same_schedules_against_a_failing_provider_keep_every_thread_consistent(
+    make_runtime: Any, storage_factory: StorageFactory, seed: int
+) -> None:
+    first, model = await make_runtime(_defs(), _faulty(seed), storage=storage_factory.make(), config=RETRYING)
+    second, _ = await make_runtime(_defs(), _faulty(seed), storage=storage_factory.make(), config=RETRYING)
+    threads = [await first.create_thread("chat" if i % 2 else "duo") for i in range(4)]
+    await asyncio.gather(
+        *(_schedule([first, second], t.id, random.Random(seed * 100 + i)) for i, t in enumerate(threads))
+    )
+    for thread in threads:
+        await _check_thread(first, thread.id)
+    _check_requests(model.requests)
+
+
+@pytest.mark.parametrize("seed", range(6))
 async def test_a_runtime_closed_under_running_executions_leaves_threads_the_next_one_runs(
     make_runtime: Any, tmp_path: Any, seed: int
 ) -> None:
@@ -140,7 +210,7 @@ async def test_a_runtime_closed_under_running_executions_leaves_threads_the_next
     second, model = await make_runtime(_defs(), _model(seed), db=db)
     for thread in threads:
         handle = await second.get_thread(thread.id)
-        result = await (handle.send("again") if thread.record.agent_id == "chat" else handle.run())
+        result = await _start(handle, "again")
         assert result.reason in ("rest", "max_session_turns")
         await _check_thread(second, thread.id)
     _check_requests(model.requests)
