@@ -1,9 +1,11 @@
 """Random schedules of sends, stops, forced turns and racing starts on threads shared by two runtimes
 (two processes sharing one storage, SQLite or PostgreSQL, no broker), with a model that calls tools and a
 prompt as a tool, fails, cuts its stream and sends bad arguments; and a runtime closed under running executions
-then reopened. Whatever the schedule, the stored thread stays consistent: nothing left running,
-messages numbered 1..n, the event log and every watcher's events in increasing order, each request
-a history providers accept. The schedules are seeded; the invariants do not depend on the timing.
+then reopened; watchers joining at any moment, in one process and across two with a Redis broker.
+Whatever the schedule, the stored thread stays consistent: nothing left running, messages numbered
+1..n, every execution's start matched by its end in the log, each request a history providers accept,
+and every watcher gets each stored event after its mark once, in order. The schedules are seeded; the
+invariants do not depend on the timing.
 
 This found the event numbering of a process that had created a thread going stale once another
 process ran it (tests/test_event_durability.py has the direct case)."""
@@ -15,13 +17,18 @@ import random
 from typing import Any
 
 import pytest
+import respx
 from storage_backends import StorageFactory, fake_clock, storage_factory  # noqa: F401 - fixtures
 from support import Q, definitions
+from test_worker_support import PG_DSN, REDIS_URL, pg_schema, redis_prefix  # noqa: F401 - fixtures
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
+from orchestrator.events import EPHEMERAL_EVENTS
 from orchestrator.execution_result import ExecutionFailed
+from orchestrator.runtime import Runtime
 from orchestrator.storage import ThreadBusyError
-from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
+from providers.config import config_from_dict
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
 
 EXPECTED = (ThreadBusyError, ExecutionFailed)  # a start refused while the thread runs; a provider that kept failing
 RETRYING = {  # three tries per request, no waiting between them
@@ -214,3 +221,101 @@ async def test_a_runtime_closed_under_running_executions_leaves_threads_the_next
         assert result.reason in ("rest", "max_session_turns")
         await _check_thread(second, thread.id)
     _check_requests(model.requests)
+
+
+@pytest.mark.parametrize("seed", range(20))
+async def test_a_watcher_joining_at_any_moment_gets_every_stored_event_after_its_mark_once_in_order(
+    make_runtime: Any, seed: int
+) -> None:
+    """Watchers join while executions run, from the start of the log, its middle or its end (the
+    backlog from storage, the ring and the events waiting for their commit, then live)."""
+    rnd = random.Random(seed)
+    runtime, _ = await make_runtime(_defs(), _model(seed))
+    thread = await runtime.create_thread("duo")
+    watched: list[tuple[int, list[tuple[int, str]]]] = []
+
+    async def watch(after: int) -> None:
+        seen: list[tuple[int, str]] = []
+        watched.append((after, seen))
+        async for event in thread.events(after):
+            seen.append((event.seq, event.type))
+
+    watchers = []
+    for _ in range(3):
+        running = asyncio.ensure_future(thread.run())
+        for _ in range(rnd.randint(1, 4)):
+            await _spin(rnd.randint(0, 40))
+            last = max((e.seq for e in await runtime.storage.events_after(thread.id, 0)), default=0)
+            watchers.append(asyncio.ensure_future(watch(rnd.choice([0, last // 2, last, max(0, last - 3)]))))
+        if rnd.random() < 0.3:
+            thread.stop()
+        await running
+    await _spin(100)
+    for watcher in watchers:
+        watcher.cancel()
+    await asyncio.gather(*watchers, return_exceptions=True)
+    log = [(e.seq, e.type) for e in await runtime.storage.events_after(thread.id, 0)]
+    for after, seen in watched:
+        assert [seq for seq, _ in seen] == sorted({seq for seq, _ in seen})
+        assert [e for e in seen if e[1] not in EPHEMERAL_EVENTS] == [e for e in log if e[0] > after]
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_two_processes_with_a_broker_keep_threads_consistent_and_every_watcher_complete(
+    pg_schema: str, redis_prefix: str, seed: int
+) -> None:
+    """The deployed shape: two runtimes on one PostgreSQL, each with its own Redis broker, running the
+    schedules above against a failing provider; watchers on either runtime, joining at any moment, get
+    every stored event after their mark once, in order, whichever process published it."""
+    from orchestrator.broker import RedisBroker
+    from orchestrator.storage.postgres import PostgresStorage
+
+    rnd = random.Random(seed)
+    model = ScriptedModel(_faulty(seed))
+    opened: list[Any] = []
+    with respx.mock(assert_all_called=False) as router:
+        model.mount(router)
+        try:
+            for _ in range(2):
+                runtime = Runtime(
+                    _defs(), config=config_from_dict(RETRYING), storage=PostgresStorage(PG_DSN, schema=pg_schema)
+                )
+                opened.append(await runtime.open())
+                broker = await RedisBroker(REDIS_URL, prefix=redis_prefix, block_ms=100).open()
+                opened.append(broker)
+                runtime.services.bus.use_broker(broker)
+            nodes = opened[::2]
+            threads = [await nodes[0].create_thread("chat" if i % 2 else "duo") for i in range(3)]
+            watched: list[tuple[str, int, list[tuple[int, str]]]] = []
+
+            async def watch(node: Runtime, thread_id: str, after: int) -> None:
+                seen: list[tuple[int, str]] = []
+                watched.append((thread_id, after, seen))
+                async for event in (await node.get_thread(thread_id)).events(after):
+                    seen.append((event.seq, event.type))
+
+            watchers = [asyncio.ensure_future(watch(rnd.choice(nodes), t.id, 0)) for t in threads]
+            schedules = [_schedule(nodes, t.id, random.Random(seed * 100 + i)) for i, t in enumerate(threads)]
+            running = asyncio.ensure_future(asyncio.gather(*schedules))
+            for _ in range(4):
+                await asyncio.sleep(0)
+                thread_id = rnd.choice(threads).id
+                last = max((e.seq for e in await nodes[0].storage.events_after(thread_id, 0)), default=0)
+                watchers.append(asyncio.ensure_future(watch(rnd.choice(nodes), thread_id, max(0, last - 3))))
+            await running
+            for thread in threads:
+                await _check_thread(nodes[0], thread.id)
+            _check_requests(model.requests)
+            logs = {t.id: [(e.seq, e.type) for e in await nodes[0].storage.events_after(t.id, 0)] for t in threads}
+            async with asyncio.timeout(30):  # the stream reaches the watchers through Redis
+                while any(not seen or seen[-1][0] < logs[tid][-1][0] for tid, _, seen in watched):
+                    await asyncio.sleep(0.02)
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            for thread_id, after, seen in watched:
+                assert [seq for seq, _ in seen] == sorted({seq for seq, _ in seen})
+                assert [e for e in seen if e[1] not in EPHEMERAL_EVENTS] == [e for e in logs[thread_id] if e[0] > after]
+        finally:
+            for item in reversed(opened):
+                await item.close()
