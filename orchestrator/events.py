@@ -200,7 +200,7 @@ class EventBus:
         another one sharing the storage ran the thread since it last numbered its events (a channel
         stays while someone here watches the thread, and from its creation until its first execution)."""
         if self._broker is not None:
-            await self._attach_shared(thread_id, self._broker)
+            await self._attach_shared(thread_id, self._broker, stored)
             return
         ch = self._channels.get(thread_id)
         if ch is None:
@@ -228,13 +228,14 @@ class EventBus:
             raise
         return record
 
-    async def _attach_shared(self, thread_id: str, broker: RedisBroker) -> None:
+    async def _attach_shared(self, thread_id: str, broker: RedisBroker, stored: int | None) -> None:
         """Continue the numbering from wherever any process left it. A publisher
         that died leaves the log and the stream uneven: stored events it never
         streamed go to the stream, durable events it streamed but never stored
         go to the log, so both hold what live clients saw."""
         streamed = await broker.claim(thread_id)
-        stored = await self._storage.last_event_seq(thread_id)
+        if stored is None:  # an execution read it with its lease; a subscriber has not
+            stored = await self._storage.last_event_seq(thread_id)
         if stored > streamed:
             await broker.backfill(thread_id, self._storage)
         elif streamed > stored:
