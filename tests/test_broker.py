@@ -139,7 +139,6 @@ async def test_a_subscriber_in_another_process_sees_every_event_once_in_order(no
         assert len(created) == len(set(created)) == 3  # three steps, each message announced once
 
 
-
 async def test_an_execution_takes_up_the_numbering_from_what_its_lease_read(node: Any) -> None:
     """`begin_execution` reads the log's last seq in its lease's transaction; the bus continues from it and
     the stream's, without asking storage again (a PostgreSQL round trip per execution, before)."""
@@ -158,6 +157,7 @@ async def test_an_execution_takes_up_the_numbering_from_what_its_lease_read(node
     assert asked == []
     seqs = [e.seq for e in await runtime.storage.events_after(thread.id, 0)]
     assert seqs == sorted(set(seqs)) and len(seqs) > 10
+
 
 async def test_reconnecting_with_the_last_seq_resumes_without_repeats(node: Any) -> None:
     server, _ = await node()
