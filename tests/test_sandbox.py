@@ -269,6 +269,32 @@ async def test_thread_abort_signal_aborts(language, source):
     assert result.status == "aborted"
 
 
+async def test_a_run_cancelled_while_its_fork_server_starts_leaves_no_server_running(monkeypatch):
+    """A stopped tool cancels its run; with no idle fork server, the run was starting one, and that
+    server was left running (an idle interpreter more per such stop, until the host exited)."""
+    import signal as signals
+
+    from orchestrator.sandbox import python as sandbox_python
+
+    await shutdown()  # no idle server: the run must start one
+    spawned: list[asyncio.subprocess.Process] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def spying(*args, **kwargs):
+        process = await spawn(*args, **kwargs)
+        spawned.append(process)
+        return process
+
+    monkeypatch.setattr(sandbox_python.asyncio, "create_subprocess_exec", spying)
+    running = asyncio.ensure_future(run_code("1 + 1", language="python"))
+    while not spawned:  # the server is an interpreter starting up: it has not said it is ready yet
+        await asyncio.sleep(0)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert await asyncio.wait_for(spawned[0].wait(), 10) == -signals.SIGKILL
+
+
 async def test_already_aborted_signal_never_runs():
     signal = _Signal()
     signal.fire("early")

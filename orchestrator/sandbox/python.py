@@ -74,7 +74,11 @@ class _Server:
             env=dict(SERVER_ENV),
         )
         server = cls(process)
-        hello = await asyncio.wait_for(server.receive(), 30)
+        try:
+            hello = await asyncio.wait_for(server.receive(), 30)
+        except BaseException:  # cancelled (a stopped tool) or broken before it was ready: nobody else can kill it
+            server.kill()
+            raise
         if hello.get("op") != "ready":
             server.kill()
             raise SandboxUnavailable(f"the Python fork server did not start: {hello}")
