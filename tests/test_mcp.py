@@ -286,6 +286,41 @@ async def test_sessions_per_runtime_or_per_thread_and_closed_with_the_runtime(ma
         await _until(lambda pid=pid: not _alive(pid))
 
 
+async def test_a_session_whose_start_is_cancelled_does_not_leave_its_server_running() -> None:
+    """A stopped tool (or a cancelled listing) cancels the start of the session it needs. The session
+    was in no list yet, so nothing closed it: its server ran, and its holder task waited, until the host
+    process exited."""
+    config = config_from_dict(_config())
+    tools = McpTools(config.mcp_servers, lambda text: text)
+    before = set(_children_running(SERVER))  # other tests' servers (the HTTP one lives for the module)
+    listing = asyncio.ensure_future(tools.listing("tools"))
+    await _until(lambda: set(_children_running(SERVER)) - before)  # spawned; the handshake has not finished
+    [pid] = set(_children_running(SERVER)) - before
+    listing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await listing
+    await tools.close()
+    await _until(lambda: not _alive(pid))
+
+
+def _children_running(script: str) -> list[int]:
+    """This process's children whose command line runs `script`."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline") as cmdline, open(f"/proc/{entry}/stat") as stat:
+                command, fields = cmdline.read(), stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if script in command and int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
 def _alive(pid: int) -> bool:
     import os
 

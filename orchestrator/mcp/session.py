@@ -74,6 +74,11 @@ class McpSession:
             done, _ = await asyncio.wait(
                 {waiter, self._holder}, timeout=self._config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
             )
+        except BaseException:  # the caller was cancelled: nothing else knows of this session to close it
+            self._holder.cancel()  # its transport's exit stops the server
+            with contextlib.suppress(BaseException):
+                await self._holder
+            raise
         finally:
             waiter.cancel()
         if self._client is not None and not self._holder.done():
