@@ -112,7 +112,13 @@ class Runtime:
                 ensure_logging()
                 if self.settings.gc_freeze:
                     gc_policy.freeze_heap_once()
-                await self.storage.open()
+                broker = await self._open_broker()  # first: an unreachable Redis fails this open and the next
+                try:
+                    await self.storage.open()
+                except BaseException:
+                    if broker is not None:
+                        await broker.close()
+                    raise
                 from .sandbox import configure as configure_sandbox  # light: the engines load on first run
 
                 configure_sandbox(self.settings.sandbox)  # process-wide: the last runtime opened sets it
@@ -123,7 +129,7 @@ class Runtime:
                     from providers.client import ModelClient
 
                     client = ModelClient(self.config)
-                self._services = Services(
+                services = Services(
                     definitions=self.definitions,
                     storage=self.storage,
                     bus=EventBus(self.storage, redactor),
@@ -136,12 +142,17 @@ class Runtime:
                     heartbeat=Heartbeat(self.storage),
                     mcp=_mcp_tools(self.config, redactor),
                 )
-                if self.settings.redis:
-                    from .broker import RedisBroker
-
-                    self._broker = await RedisBroker(self.settings.redis).open()
-                    self._services.bus.use_broker(self._broker)
+                if broker is not None:
+                    services.bus.use_broker(broker)
+                self._broker, self._services = broker, services  # open only once everything is
         return self
+
+    async def _open_broker(self) -> RedisBroker | None:
+        if not self.settings.redis:
+            return None
+        from .broker import RedisBroker
+
+        return await RedisBroker(self.settings.redis).open()
 
     async def close(self, timeout: float = 30.0) -> None:
         """Stop the executions started here, wait for each to store its end

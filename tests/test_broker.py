@@ -304,3 +304,32 @@ async def test_a_subscriber_that_falls_behind_the_stream_is_dropped_and_can_resu
         server, thread.id, lagging.value.after, lambda e: e.type == "tick" and e.data["i"] == count - 1
     )
     assert [e.data["i"] for e in ticks] == list(range(count))  # nothing lost
+
+
+async def test_a_redis_that_cannot_be_reached_fails_every_open_not_only_the_first(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`settings.redis` names the broker this process's events must go through. Before, a first `open()`
+    that could not reach it raised, but left the runtime half open: the next `open()` (which every
+    call makes) returned at once, and the runtime ran on without a broker, its events reaching no
+    other process and nothing saying so."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async def unreachable(self: RedisBroker) -> RedisBroker:
+        raise RedisConnectionError(f"Error 111 connecting to {self.url}")
+
+    monkeypatch.setattr(RedisBroker, "open", unreachable)
+    runtime = Runtime(
+        duo_definitions(),
+        config=config_from_dict(SCRIPTED_CONFIG),
+        storage=SQLiteStorage(str(tmp_path / "rt.db")),
+        settings=RuntimeSettings(redis="redis://127.0.0.1:9/0"),
+    )
+    for _ in range(2):
+        with pytest.raises(RedisConnectionError):
+            await runtime.open()
+        with pytest.raises(RuntimeError, match="not open"):
+            runtime.services  # noqa: B018 - the property raises
+    await runtime.close()
