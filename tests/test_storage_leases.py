@@ -76,6 +76,55 @@ async def test_lease_lifecycle_with_a_fake_clock(storage: Storage, fake_clock: F
         await storage.acquire_lease(thread.id, "C", ttl=0)
 
 
+async def test_a_begin_cancelled_once_its_transaction_ran_gives_the_lease_back(tmp_path: Path) -> None:
+    """SQLite runs a call at once when its thread is idle and answers on the loop's next turn. A caller
+    cancelled in between (a timeout around `send`, `close()` cancelling an execution's task) never saw the
+    lease it took: nobody renewed or released it, and the thread refused every start for a whole ttl."""
+    import asyncio
+
+    from orchestrator.storage.sqlite import SQLiteStorage
+
+    async with SQLiteStorage(str(tmp_path / "begin.db")) as storage:
+        thread = await new_thread(storage)
+        begin = asyncio.ensure_future(storage.begin_execution(thread.id, "A", ttl=30))
+        await asyncio.sleep(0)  # the transaction has run; its answer waits for the loop's next turn
+        assert not begin.done()
+        begin.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await begin
+        start = await storage.begin_execution(thread.id, "B", ttl=30)
+        assert start.lease.owner == "B"
+
+
+async def test_a_postgres_begin_cancelled_after_its_commit_gives_the_lease_back(
+    storage_factory: StorageFactory,
+) -> None:
+    """The same on PostgreSQL: the commit went through, and the caller was cancelled before the answer
+    came back (here: held after the commit, then cancelled)."""
+    import asyncio
+
+    if storage_factory.backend != "postgres":
+        pytest.skip("SQLite's window is the loop's next turn: the test above")
+    async with storage_factory.make() as storage:
+        thread = await new_thread(storage)
+        committed = asyncio.Event()
+        begin = storage._begin  # type: ignore[attr-defined]
+
+        async def held_after_the_commit(thread_id: str, owner: str, ttl: float) -> object:
+            await begin(thread_id, owner, ttl)
+            committed.set()
+            await asyncio.Event().wait()
+
+        storage._begin = held_after_the_commit  # type: ignore[attr-defined]
+        started = asyncio.ensure_future(storage.begin_execution(thread.id, "A", ttl=30))
+        await committed.wait()
+        started.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await started
+        storage._begin = begin  # type: ignore[attr-defined]
+        assert (await storage.begin_execution(thread.id, "B", ttl=30)).lease.owner == "B"
+
+
 async def test_an_execution_begins_with_the_lease_the_thread_and_its_whole_history(
     storage: Storage, fake_clock: FakeClock
 ) -> None:

@@ -9,6 +9,8 @@ commit holds that row `FOR SHARE` so no hand-over can slip in mid-commit.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 import time
@@ -423,6 +425,14 @@ class PostgresStorage(Storage):
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         """One connection and one transaction instead of three (each a round trip to the server)."""
         c.check_ttl(ttl)
+        try:
+            return await self._begin(thread_id, owner, ttl)
+        except asyncio.CancelledError:  # the commit may have gone through: a lease nobody knows of would stay a ttl
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._p().execute(_RELEASE_OWNER, thread_id, owner))
+            raise
+
+    async def _begin(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         async with self._connection() as conn, conn.transaction():
             lease = await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
             row = await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id)  # found by the lease above
@@ -451,6 +461,9 @@ class PostgresStorage(Storage):
 
 
 # -- statements shared by the methods (conn is a connection or the pool) ---------
+
+# A lease its execution never saw; the owner names one execution, so no other lease is freed.
+_RELEASE_OWNER = "UPDATE leases SET owner = NULL, expires_at = 0 WHERE thread_id = $1 AND owner = $2"
 
 
 async def _require_thread(conn: Any, thread_id: str) -> None:

@@ -16,6 +16,7 @@ connection and thread of its own (`_wal.py`), never inside a commit on the loop'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
@@ -301,7 +302,15 @@ class SQLiteStorage(Storage):
 
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         c.check_ttl(ttl)
-        return await self._run(_write_tx, _begin_execution, thread_id, owner, ttl, self._clock())
+        begun: asyncio.Future[ExecutionStart] = self._run(
+            _write_tx, _begin_execution, thread_id, owner, ttl, self._clock()
+        )
+        try:
+            return await begun
+        except asyncio.CancelledError:  # its transaction may have run: a lease nobody knows of would stay a ttl
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._run(_write_tx, _release_owner, thread_id, owner))
+            raise
 
 
 # -- the functions that run on the storage thread ------------------------------
@@ -562,6 +571,11 @@ def _begin_execution(conn: sqlite3.Connection, thread_id: str, owner: str, ttl: 
     last_event = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = ?", (thread_id,))
     history = [c.message_from_row(r) for r in rows]
     return ExecutionStart(lease, _get_thread(conn, thread_id), history, last_event.fetchone()[0])
+
+
+def _release_owner(conn: sqlite3.Connection, thread_id: str, owner: str) -> None:
+    """A lease its execution never saw; the owner names one execution, so no other lease is freed."""
+    conn.execute("UPDATE leases SET owner = NULL, expires_at = 0 WHERE thread_id = ? AND owner = ?", (thread_id, owner))
 
 
 def _release_lease(conn: sqlite3.Connection, lease: Lease) -> None:
