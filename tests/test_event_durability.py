@@ -4,6 +4,7 @@ until a later write stores it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,42 @@ async def test_execution_event_log_has_no_gap_after_a_failed_write(make_runtime:
     stored = [e.seq for e in await rt.storage.events_after(thread.id, 0)]
     assert stored == durable  # every durable event that went out live is in the log
     assert [e.data["q"] for e in await rt.storage.events_after(thread.id, 0) if e.type == "noted"] == ["1", "2"]
+
+
+@pytest.mark.parametrize("failures", [{2: "after"}, {3: "after"}, {1: "before", 2: "after"}, {3: "before", 4: "after"}])
+async def test_a_commit_whose_answer_was_lost_leaves_a_thread_the_next_send_continues(
+    make_runtime: Any, failures: dict[int, str]
+) -> None:
+    """A commit went through and its answer was lost (PostgreSQL's connection dropped after COMMIT): the
+    bus takes the commit's events back, and a later write carries them again. Whichever write that is, the
+    events already in the log are not a conflict. Before, when the lost write was the bus's own (the flush
+    at an execution's end, after a step's commit had failed), the next execution's first commit failed whole
+    on their seqs (DuplicateEventError), and the next send with it."""
+    script = [R(tool_calls=[C("note", {"q": "1"})]), R(text="first done"), R(text="second done")]
+    rt, _ = await make_runtime(_defs(), script)
+    thread = await rt.create_thread("chat")
+    commit = rt.storage.commit
+    calls: list[str] = []
+
+    async def failing(write: Any) -> Any:
+        calls.append(failures.get(len(calls) + 1, "ok"))
+        if calls[-1] == "before":
+            raise StorageError("disk I/O error (injected)")
+        stored = await commit(write)
+        if calls[-1] == "after":
+            raise StorageError("connection lost after COMMIT (injected)")
+        return stored
+
+    rt.storage.commit = failing  # type: ignore[method-assign]
+    with contextlib.suppress(StorageError):  # a step's commit fails the send; the bus's own writes do not
+        await thread.send("go")
+    rt.storage.commit = commit  # type: ignore[method-assign]
+    assert set(failures.values()) <= set(calls)  # every failure asked for happened
+    assert (await thread.send("again")).reason == "rest"
+    log = await rt.storage.events_after(thread.id, 0)
+    assert [e.seq for e in log] == sorted({e.seq for e in log})
+    messages = [m.content for m in (await thread.get_messages()).messages if m.role != "assistant"]
+    assert "again" in messages and len(messages) == len(set(messages))
 
 
 async def test_an_executions_start_goes_live_only_once_it_is_stored(make_runtime: Any) -> None:

@@ -17,9 +17,10 @@ from storage_backends import (  # noqa: F401 - fixtures
     storage_factory,
 )
 
-from orchestrator.messages import ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
+from orchestrator.messages import Event, ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
 from orchestrator.results import AttachmentRef
 from orchestrator.storage import (
+    DuplicateEventError,
     NotFoundError,
     StaleLeaseError,
     StepWrite,
@@ -378,8 +379,32 @@ async def test_duplicate_event_seq_writes_none_of_the_batch(storage: Storage) ->
     thread = await new_thread(storage)
     await storage.append_events([ev(thread.id, 1)])
     with pytest.raises(StorageError, match=r"seq 1"):
-        await storage.append_events([ev(thread.id, 2), ev(thread.id, 1)])
+        await storage.append_events([ev(thread.id, 2), ev(thread.id, 1, type="another")])
     assert [e.seq for e in await storage.events_after(thread.id, 0)] == [1]
+
+
+async def test_an_event_written_again_as_it_is_stored_is_not_a_conflict(storage: Storage) -> None:
+    """A commit whose answer was lost (PostgreSQL's connection dropped after COMMIT) hands its events
+    back to the bus, and the next write carries them again. The same event at its seq is already
+    stored, not a conflict: before, that next write failed whole, the execution with it."""
+    thread = await new_thread(storage)
+    stored = [ev(thread.id, 1, data={"a": [1, "x"]}), ev(thread.id, 2)]
+    await storage.append_events(stored)
+    await storage.commit(
+        StepWrite(thread_id=thread.id, new_messages=[msg(thread.id, "on")], events=[*stored, ev(thread.id, 3)])
+    )
+    assert [(e.seq, e.type, e.data) for e in await storage.events_after(thread.id, 0)] == [
+        (1, "step", {"a": [1, "x"]}),
+        (2, "step", None),
+        (3, "step", None),
+    ]
+    for changed in (
+        ev(thread.id, 2, data={"b": 1}),
+        ev(thread.id, 2, type="other"),
+        Event(thread_id=thread.id, seq=2, type="step", at=9.0),
+    ):
+        with pytest.raises(DuplicateEventError, match="seq 2"):
+            await storage.append_events([changed])
 
 
 # -- commit ----------------------------------------------------------------------
@@ -412,12 +437,12 @@ async def test_commit_failing_midway_leaves_nothing(storage: Storage) -> None:
     await storage.append_events([ev(thread.id, 1)])
     changed = thread.model_copy(update={"status": "failed"})
     bad_steps = [
-        # the duplicate event seq fails after the messages were inserted
+        # a conflicting event at a stored seq fails after the messages were inserted
         StepWrite(
             thread.id,
             [msg(thread.id, "answer")],
             [old.model_copy(update={"content": "X"})],
-            [ev(thread.id, 2), ev(thread.id, 1)],
+            [ev(thread.id, 2), ev(thread.id, 1, type="another")],
             changed,
         ),
         # an unknown updated message fails after the new ones were inserted

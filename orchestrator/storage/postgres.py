@@ -506,15 +506,24 @@ async def _update_messages(conn: Any, thread_id: str, messages: list[Message]) -
 
 
 async def _insert_events(conn: Any, rows: list[c.EventRow]) -> None:
-    import asyncpg
-
+    """The same event already at its seq is no conflict: a commit whose answer was lost (the connection
+    dropped after COMMIT) handed it back to the bus. A unique violation would abort the transaction, so
+    the conflict is skipped and then checked."""
     for thread_id in dict.fromkeys(row[0] for row in rows):
         await _require_thread(conn, thread_id)
     for row in rows:
-        try:
-            await conn.execute("INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5)", *row)
-        except asyncpg.UniqueViolationError as exc:
-            raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}") from exc
+        status = await conn.execute(
+            "INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5) "
+            "ON CONFLICT (thread_id, seq) DO NOTHING",
+            *row,
+        )
+        if status == "INSERT 0 0" and not await conn.fetchval(_SAME_EVENT, *row):
+            raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}")
+
+
+_SAME_EVENT = (
+    "SELECT count(*) = 1 FROM events WHERE thread_id = $1 AND seq = $2 AND type = $3 AND data::text = $4 AND at = $5"
+)
 
 
 async def _acquire_lease(conn: Any, thread_id: str, owner: str, ttl: float, now: float) -> Lease:

@@ -496,11 +496,14 @@ def _insert_events(conn: sqlite3.Connection, events: list[Event]) -> None:
 
 
 def _add_events(conn: sqlite3.Connection, rows: list[c.EventRow]) -> None:
+    """The same event already at its seq is no conflict: a write whose answer was lost handed it back."""
     for row in rows:
         try:
             conn.execute("INSERT INTO events (thread_id, seq, type, data, at) VALUES (?, ?, ?, ?, ?)", row)
         except sqlite3.IntegrityError as exc:
-            raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}") from exc
+            same = "SELECT 1 FROM events WHERE thread_id = ? AND seq = ? AND type = ? AND data = ? AND at = ?"
+            if conn.execute(same, row).fetchone() is None:
+                raise DuplicateEventError(f"event seq {row[1]} already exists in thread {row[0]!r}") from exc
 
 
 def _events_after(conn: sqlite3.Connection, thread_id: str, after: int, limit: int | None) -> list[Event]:
