@@ -206,8 +206,23 @@ class EventBus:
         if ch is None:
             last = 0 if new else stored if stored is not None else await self._storage.last_event_seq(thread_id)
             ch = self._channels.setdefault(thread_id, _Channel(last))
-        if stored is not None and stored > ch.seq:
-            ch.seq = stored
+        if stored is not None:
+            if ch.pending and min(entry[0] for entry in ch.pending) <= stored:
+                await self._drop_taken(thread_id, ch, stored)
+            ch.seq = max(ch.seq, stored)
+
+    async def _drop_taken(self, thread_id: str, ch: _Channel, stored: int) -> None:
+        """Events an earlier execution here left unwritten whose seqs the log has taken since: stored by a
+        write whose answer was lost, or another process's. Carried by this execution's first commit, they
+        would fail it whole; they can never be written, so they go."""
+        first = min(entry[0] for entry in ch.pending)
+        found = await self._storage.events_after(thread_id, first - 1, limit=stored - first + 1)
+        taken = {event.seq for event in found}
+        kept = [entry for entry in ch.pending if entry[0] not in taken]
+        if len(kept) < len(ch.pending):
+            count = len(ch.pending) - len(kept)
+            _log.warning("unwritable_events_dropped", thread_id=thread_id, count=count, error="their seqs are taken")
+        ch.pending = kept
 
     async def create_thread(self, record: ThreadRecord, data: dict[str, Any]) -> ThreadRecord:
         """Store a new thread and announce it: `thread_created` goes in the thread's own insert, one
@@ -511,5 +526,10 @@ class EventBus:
         return [by_seq[s] for s in sorted(by_seq)]
 
     async def close(self) -> None:
+        """Write what is pending on every thread. A thread whose events cannot be written is logged, and the
+        others are still written: a runtime closing must go on to close its storage."""
         for thread_id in list(self._channels):
-            await self.flush(thread_id)
+            try:
+                await self.flush(thread_id)
+            except Exception as exc:
+                _log.warning("events_unwritten_at_close", thread_id=thread_id, error=str(exc))

@@ -16,7 +16,7 @@ from orchestrator import Side, define_agent, define_prompt, define_tool
 from orchestrator.env import SecretScopes
 from orchestrator.events import EPHEMERAL_EVENTS, EventBus
 from orchestrator.messages import ThreadRecord
-from orchestrator.storage import StorageError
+from orchestrator.storage import StepWrite, StorageError
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.scripted import ScriptedCall, ScriptedResponse
 
@@ -215,6 +215,47 @@ async def test_two_processes_sharing_a_file_take_turns_on_a_thread_without_a_bro
     assert [e.type for e in events].count("execution_started") == 4
     contents = [m.content for m in (await thread.get_messages()).messages]
     assert contents == ["one", "ok", "two", "ok", "three", "ok", "four", "ok"]
+
+
+async def test_leftover_events_whose_seqs_the_log_took_do_not_fail_the_next_executions_commit(tmp_path: Path) -> None:
+    """An execution here ended with events it could not write (storage failing); another process then ran
+    the thread and stored its own events at those seqs. The next execution here takes up the numbering
+    from the log (`attach(stored=...)`); before, its first commit also carried the leftovers and failed
+    whole on their seqs, as did the send. Leftovers at free seqs are still written."""
+    from orchestrator.messages import Event
+
+    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+        thread = await storage.create_thread(ThreadRecord(agent_id="x"))
+        bus = EventBus(storage, SecretScopes([]))
+        await bus.attach(thread.id, new=True)
+        for n in (1, 2, 3):
+            bus.publish(thread.id, "mine", {"n": n}, defer=True)  # left unwritten: seqs 1, 2, 3
+        theirs = [Event(thread_id=thread.id, seq=seq, type="theirs", at=1.0) for seq in (1, 2)]
+        await storage.append_events(theirs)  # another process ran the thread meanwhile
+        await bus.attach(thread.id, stored=2)  # the next execution here, under its lease
+        await storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
+        bus.publish(thread.id, "next", {}, defer=True)
+        await storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
+        log = [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)]
+        assert log == [(1, "theirs"), (2, "theirs"), (3, "mine"), (4, "next")]
+
+
+async def test_closing_writes_every_threads_events_it_can_and_does_not_raise_on_the_rest(tmp_path: Path) -> None:
+    """Before, the first thread whose pending events could not be written (their seqs taken in the log)
+    raised out of `close()`: the threads after it were not flushed, and a runtime closing stopped
+    before it closed its storage."""
+    from orchestrator.messages import Event
+
+    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+        bus = EventBus(storage, SecretScopes([]))
+        threads = [await storage.create_thread(ThreadRecord(agent_id="x")) for _ in range(2)]
+        for thread in threads:
+            await bus.attach(thread.id, new=True)
+            bus.publish(thread.id, "mine", {}, defer=True)
+        await storage.append_events([Event(thread_id=threads[0].id, seq=1, type="theirs", at=1.0)])
+        await bus.close()
+        assert [e.type for e in await storage.events_after(threads[0].id, 0)] == ["theirs"]
+        assert [e.type for e in await storage.events_after(threads[1].id, 0)] == ["mine"]
 
 
 def _followed() -> int:
