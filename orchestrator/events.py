@@ -261,7 +261,10 @@ class EventBus:
                     except StorageError:  # its writer got there after all
                         pass
         ch = self._channels.setdefault(thread_id, _Channel(0))
-        ch.seq = max(ch.seq, stored, streamed)
+        last = max(stored, streamed)
+        if ch.pending and min(entry[0] for entry in ch.pending) <= last:
+            await self._drop_taken(thread_id, ch, last)
+        ch.seq = max(ch.seq, last)
         ch.held.clear()  # an earlier run's unsettled tail: what of it was stored is backfilled above
         ch.committed.clear()
 
