@@ -341,25 +341,11 @@ async def test_with_a_broker_leftover_events_whose_seqs_the_log_took_do_not_fail
     """As without a broker (tests/test_event_durability.py): events an execution here could not write,
     whose seqs another process has stored its own at since, go when the next execution reads the log
     under its lease; before, its first commit carried them and failed whole."""
-    from orchestrator.env import SecretScopes
-    from orchestrator.events import EventBus
-    from orchestrator.messages import ThreadRecord
-    from orchestrator.storage.sqlite import SQLiteStorage
+    from test_event_durability import leftovers_then_the_next_execution
 
     broker = await RedisBroker(REDIS_URL, prefix=redis_prefix, block_ms=100).open()
     try:
-        async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
-            thread = await storage.create_thread(ThreadRecord(agent_id="x"))
-            bus = EventBus(storage, SecretScopes([]))
-            bus.use_broker(broker)
-            await bus.attach(thread.id, new=True)
-            for n in (1, 2, 3):
-                bus.publish(thread.id, "mine", {"n": n}, defer=True)  # left unwritten: seqs 1, 2, 3
-            theirs = [Event(thread_id=thread.id, seq=seq, type="theirs", at=1.0) for seq in (1, 2)]
-            await storage.append_events(theirs)  # another process ran the thread meanwhile
-            await bus.attach(thread.id, stored=2)  # the next execution here, under its lease
-            await storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
-            log = [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)]
-            assert log == [(1, "theirs"), (2, "theirs"), (3, "mine")]
+        log = await leftovers_then_the_next_execution(tmp_path / "bus.db", broker)
     finally:
         await broker.close()
+    assert log == [(1, "theirs"), (2, "theirs"), (3, "mine"), (4, "next")]

@@ -222,11 +222,23 @@ async def test_leftover_events_whose_seqs_the_log_took_do_not_fail_the_next_exec
     the thread and stored its own events at those seqs. The next execution here takes up the numbering
     from the log (`attach(stored=...)`); before, its first commit also carried the leftovers and failed
     whole on their seqs, as did the send. Leftovers at free seqs are still written."""
+    assert await leftovers_then_the_next_execution(tmp_path / "bus.db") == [
+        (1, "theirs"),
+        (2, "theirs"),
+        (3, "mine"),
+        (4, "next"),
+    ]
+
+
+async def leftovers_then_the_next_execution(path: Path, broker: Any = None) -> list[tuple[int, str]]:
+    """Three events left unwritten here (seqs 1-3), another process's stored at seqs 1 and 2, then the
+    next execution here attaches under its lease and commits twice; the log, as (seq, type)."""
     from orchestrator.messages import Event
 
-    async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
+    async with SQLiteStorage(str(path)) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
         bus = EventBus(storage, SecretScopes([]))
+        bus.use_broker(broker)
         await bus.attach(thread.id, new=True)
         for n in (1, 2, 3):
             bus.publish(thread.id, "mine", {"n": n}, defer=True)  # left unwritten: seqs 1, 2, 3
@@ -236,8 +248,9 @@ async def test_leftover_events_whose_seqs_the_log_took_do_not_fail_the_next_exec
         await storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
         bus.publish(thread.id, "next", {}, defer=True)
         await storage.commit(StepWrite(thread_id=thread.id, events=bus.take_pending(thread.id)))
-        log = [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)]
-        assert log == [(1, "theirs"), (2, "theirs"), (3, "mine"), (4, "next")]
+        if broker is not None:
+            await bus.flush(thread.id)
+        return [(e.seq, e.type) for e in await storage.events_after(thread.id, 0)]
 
 
 async def test_closing_writes_every_threads_events_it_can_and_does_not_raise_on_the_rest(tmp_path: Path) -> None:
