@@ -6,6 +6,8 @@ default so the section is optional.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from providers.config import register_section
@@ -16,9 +18,16 @@ class SandboxSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_python_runs: int = Field(default=2, ge=1, le=64, description="Python runs at once (a fork server each).")
+    max_python_runs: int = Field(default=2, ge=1, le=64, description="Python runs at once (a Monty worker each).")
     max_javascript_runs: int = Field(default=4, ge=1, le=64, description="JS/TS runs at once (a thread each).")
     memory_budget_bytes: int = Field(default=512 * 2**20, ge=128 * 2**20, description="All runs together.")
+    python_jail: Literal["bwrap", "none"] = Field(
+        default="bwrap",
+        description=(
+            "Defence in depth under the Python engine: each worker in a bubblewrap jail (Linux with user "
+            "namespaces); `none` runs on Monty's own isolation alone."
+        ),
+    )
 
 
 class RuntimeSettings(BaseModel):

@@ -161,13 +161,15 @@ async def test_run_code_without_quickjs_is_an_error_result(monkeypatch: pytest.M
     assert result.error == (
         f"run_code in {language} needs the sandbox extra: pip install 'orchestrator-runtime[sandbox]'"
     )
-    from orchestrator.sandbox.python import shutdown
 
-    try:
-        python = await run_code("1 + 1", language="python")  # the Python sandbox needs nothing extra
-    finally:
-        await shutdown()  # the fork server belongs to this test's event loop
-    assert python.status == "ok" and python.value == 2
+
+async def test_python_run_code_without_monty_is_an_error_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.sandbox import run_code
+
+    monkeypatch.setitem(sys.modules, "pydantic_monty", None)
+    result = await run_code("1 + 1", language="python")
+    assert result.status == "error"
+    assert result.error == "run_code in python needs the sandbox extra: pip install 'orchestrator-runtime[sandbox]'"
 
 
 def test_require_keeps_an_installed_package_s_own_import_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,9 @@ class Args(BaseModel):
             "The program. JavaScript: an ES module whose `export default` is the answer or a "
             "function returning it, e.g. `export default [1,2,3].reduce((a, b) => a + b)`. "
             "Python: the value of the last expression is the answer, e.g. "
-            "`import statistics\\nstatistics.median([3, 1, 2])`. The answer must be JSON-serialisable."
+            "`sorted([3, 1, 2])[1]`; a subset of Python (no generators or class inheritance; modules: math, "
+            "json, re, datetime, decimal, collections, itertools, functools, random). The answer must be "
+            "JSON-serialisable."
         )
     )
     language: Literal["javascript", "python"] = Field(default="javascript", description="Language of `code`")

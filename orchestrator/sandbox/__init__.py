@@ -9,11 +9,11 @@ Two engines, one contract (`run_code` -> `CodeExecution` -> `CodeResult`):
   passed a 64 MiB limit); QuickJS loads in-memory ES modules and TypeScript
   through a host loader, and the wasm linear memory gives a ceiling that
   counts every byte the guest holds.
-- ``python``: CPython in a forked child of a fork server, isolated by the
-  operating system (user/network/IPC/mount namespaces, Landlock, seccomp,
-  rlimits and a wall-clock kill), see `python.py` and `_child.py`.
-  RestrictedPython-style source filtering is deliberately not used: it is
-  not a sandbox.
+- ``python``: Monty (the ``pydantic-monty`` package), an interpreter of a subset
+  of Python written in Rust for model-written code, in a fresh worker process per
+  run, jailed by bubblewrap as defence in depth; see `python.py`. Chosen over
+  CPython on WASI and over our own fork server (docs/security.md compares them):
+  the guest has no system call and no introspection to begin with.
 
 One budget bounds the whole process (`configure`, from ``runtime.sandbox``):
 at most N runs per language at once and a total memory budget, each run
@@ -24,16 +24,17 @@ cannot start in time ends as a "timeout" result saying it waited.
 Bad options are programming errors of the caller (the tool author), so they
 raise `ValueError` naming the option, synchronously from `run_code`. Errors of
 the guest code (syntax, exceptions, timeouts, memory) are results, never
-exceptions. A missing isolation raises `SandboxUnavailable` when awaited.
+exceptions. A jail that cannot start raises `SandboxUnavailable` when awaited.
 
 The ``imports`` allowlists (capabilities the host grants the guest):
 
 - JavaScript: ``"console"`` (console.log/info/warn/error/debug, captured).
   Default: ``["console"]``. ``Math``, ``JSON`` and ``Date`` are language
   built-ins and always present; no file, network or timer capability exists.
-- Python: the pure stdlib modules in `PYTHON_IMPORTS`. Default: all of them.
-  An ``import`` of anything else from guest code raises ImportError (a policy,
-  not the security boundary: the OS isolation is).
+- Python: the modules in `PYTHON_IMPORTS` (what Monty provides, less ``os``,
+  ``sys`` and ``pathlib``). Default: all of them. An ``import`` of anything
+  else raises ImportError where it stands (a policy: no module of the engine
+  reaches the host anyway).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
     "CodeResult",
     "SandboxUnavailable",
     "configure",
+    "current_settings",
     "run_code",
 ]
 
@@ -72,47 +74,49 @@ LANGUAGES = ("javascript", "typescript", "python")
 JAVASCRIPT_IMPORTS = frozenset({"console"})
 PYTHON_IMPORTS = frozenset(
     {
-        "math",
-        "cmath",
-        "json",
-        "statistics",
-        "re",
+        "asyncio",
+        "base64",
+        "binascii",
+        "bisect",
+        "collections",
+        "copy",
+        "csv",
+        "dataclasses",
         "datetime",
         "decimal",
-        "fractions",
-        "itertools",
         "functools",
-        "collections",
-        "random",
-        "string",
-        "textwrap",
-        "operator",
-        "heapq",
-        "bisect",
-        "dataclasses",
-        "enum",
-        "typing",
-        "copy",
-        "calendar",
-        "unicodedata",
-        "base64",
         "hashlib",
-        "difflib",
-        "zoneinfo",
+        "itertools",
+        "json",
+        "math",
+        "random",
+        "re",
+        "time",
+        "tomllib",
+        "typing",
+        "unicodedata",
     }
 )
 
 Status = Literal["ok", "error", "timeout", "oom", "aborted"]
 _budget = Budget(SandboxSettings(), MEMORY_CEILING)
+_settings = SandboxSettings()
 
 
 def configure(settings: SandboxSettings) -> None:
     """Set this process's sandbox budget (the runtime calls it with ``runtime.sandbox`` on open)."""
+    global _settings
+    _settings = settings
     _budget.configure(settings)
 
 
+def current_settings() -> SandboxSettings:
+    """The ``runtime.sandbox`` settings this process runs with (the engines read their jail and pool size here)."""
+    return _settings
+
+
 class SandboxUnavailable(RuntimeError):
-    """The machine cannot provide an isolation the sandbox relies on (fail closed)."""
+    """The machine cannot provide an isolation the sandbox relies on (fail closed); the message says how to fix it."""
 
 
 class AbortLike(Protocol):

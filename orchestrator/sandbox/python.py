@@ -1,276 +1,271 @@
-"""Python in an isolated child process, forked from a warm fork server.
+"""Python in Monty, a sandboxed interpreter maintained by Pydantic (the ``pydantic-monty`` package).
 
-Why a fork server: starting an interpreter costs tens of milliseconds; a
-fork of a server that has already imported the allowed stdlib costs a few.
-Each execution gets a fresh child (nothing survives between runs), isolated
-by `_isolation` (namespaces, Landlock, seccomp, rlimits) and killed by the
-server at the wall-clock deadline. Servers are pooled per event loop; how
-many run at once is the process-wide budget's business (`_budget`).
+Why this engine (docs/security.md has the comparison with CPython on WASI and
+with our earlier fork server): Monty interprets a subset of Python in Rust; the
+guest has no system call, no frame or object introspection, no ``ctypes`` and
+no module that reaches files, processes or the network (``open`` finds nothing
+and ``os`` has no environment), so isolation is by construction, and keeping it
+so is Monty's maintainers' full-time job.
 
-The fork server starts from an empty environment plus `SERVER_ENV`, so no
-host variable (API keys included) exists in it or in any child forked from it.
-Whatever a child writes on its result pipe is the guest's outcome: the server
-reads at most `RESULT_LIMIT` bytes of it, and this module validates it as a
-guest result (anything else is an error result, never a host exception).
+How a run goes:
 
-A server that misbehaves (dies, or does not answer past the deadline plus a
-grace period) is killed and replaced; the execution reports an error.
+- the source is checked and rewritten on the host (`_python_source`): the import
+  allowlist, the module map, the value of the last expression;
+- every run gets a fresh worker process (``max_checkouts_per_worker=1``) from a pool
+  kept warm per event loop, started with no environment, inside the bubblewrap
+  jail of `_jail` unless ``runtime.sandbox.python_jail`` is ``none``: nothing of a
+  run survives into another, and the pool never reuses a process a guest ran in;
+- Monty bounds the heap (the 128 MiB ceiling), the run's time and its recursion;
+  the host bounds the wall clock (a stopped or late run is cancelled, and its
+  worker killed) and the console it keeps;
+- the answer is encoded as JSON inside the guest, so at most `RESULT_LIMIT`
+  characters come back; what Monty raises becomes the run's result, never a host
+  exception (only a jail that cannot start raises `SandboxUnavailable`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
-import os
-import signal
-import struct
-import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _Request
+from ..extras import MissingExtra, require
+from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _jail, _Request
 from ._budget import Lease
-from ._frames import DoneHeader, GuestRequest, HostMessage, RunHeader, ServerMessage
+from ._python_source import Program, SourceError, prepare
 
-SERVER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the fork server's whole environment
-_GRACE = 3.0
-_SERVER = Path(__file__).with_name("_child.py")
-_ISOLATED, _UNAVAILABLE = b"I", b"U"  # the child's first byte: see _child.py
+if TYPE_CHECKING:
+    import pydantic_monty
 
-
-class _GuestResult(BaseModel):
-    """What a guest may report about itself; anything else on the pipe is an invalid result."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["ok", "error", "oom"]
-    value: Any = None
-    error: str | None = None
-    stack: str | None = None
-    console: str = ""
-    console_truncated: bool = False
+_GRACE = 1.0  # seconds past the deadline before the host cancels a run the engine has not ended
+_WARM_WORKERS = 2  # workers started ahead of the runs that will use them
+_TIME_LIMITS = ("feed time limit exceeded", "sleep limit exceeded")  # Monty's own TimeoutErrors
 
 
-class _Server:
-    """One fork-server process and its framed pipe."""
+@functools.cache
+def engine_version() -> str:
+    from importlib.metadata import version
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-
-    @classmethod
-    async def start(cls) -> _Server:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            str(_SERVER),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            env=dict(SERVER_ENV),
-        )
-        server = cls(process)
-        try:
-            hello = await asyncio.wait_for(server.receive(), 30)
-        except BaseException:  # cancelled (a stopped tool) or broken before it was ready: nobody else can kill it
-            server.kill()
-            raise
-        if hello.get("op") != "ready":
-            server.kill()
-            raise SandboxUnavailable(f"the Python fork server did not start: {hello}")
-        return server
-
-    def send(self, message: HostMessage, body: bytes | None = None) -> None:
-        assert self.process.stdin is not None
-        data = json.dumps(message).encode()
-        frames = struct.pack(">I", len(data)) + data
-        if body is not None:
-            frames += struct.pack(">I", len(body)) + body
-        self.process.stdin.write(frames)
-
-    async def receive(self) -> ServerMessage:
-        message: ServerMessage = json.loads(await self.receive_bytes(64 * 1024))  # our own server's frames
-        return message
-
-    async def receive_bytes(self, limit: int) -> bytes:
-        """One frame; a frame over `limit` means the server is broken (the caller kills it)."""
-        assert self.process.stdout is not None
-        header = await self.process.stdout.readexactly(4)
-        size = struct.unpack(">I", header)[0]
-        if size > limit:
-            raise ConnectionError(f"the fork server sent a {size}-byte frame (limit {limit})")
-        return await self.process.stdout.readexactly(size)
-
-    def alive(self) -> bool:
-        return self.process.returncode is None
-
-    def kill(self) -> None:
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+    return f"Monty {version('pydantic-monty-runtime')} (pydantic-monty)"
 
 
-class _Pool:
-    """Idle servers of one event loop; the budget bounds how many are busy at once."""
+class _Console:
+    """What the guest prints (stdout and stderr together), kept up to `CONSOLE_LIMIT` characters."""
 
     def __init__(self) -> None:
-        self.idle: list[_Server] = []
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
 
-    async def acquire(self) -> _Server:
-        while self.idle:
-            server = self.idle.pop()
-            if server.alive():
-                return server
-        return await _Server.start()
-
-    def release(self, server: _Server, healthy: bool) -> None:
-        if healthy and server.alive():
-            self.idle.append(server)
-        else:
-            server.kill()
-
-    def close(self) -> None:
-        for server in self.idle:
-            server.kill()
-        self.idle.clear()
+    def write(self, stream: str, text: str) -> None:
+        room = CONSOLE_LIMIT - self.size
+        if len(text) > room:
+            text, self.truncated = text[: max(room, 0)], True
+        if text:
+            self.parts.append(text)
+            self.size += len(text)
 
 
-_pools: dict[asyncio.AbstractEventLoop, _Pool] = {}
+class _Pools:
+    """One worker pool per event loop (the pool's I/O belongs to the loop that entered it)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[asyncio.AbstractEventLoop, pydantic_monty.AsyncMonty] = {}
+        self._starting: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+
+    async def get(self, jail: Literal["bwrap", "none"], workers: int) -> pydantic_monty.AsyncMonty:
+        loop = asyncio.get_running_loop()
+        for other in [known for known in self._pools if known.is_closed()]:
+            self._pools.pop(other)  # its workers die with their pipes
+            self._starting.pop(other, None)
+        if loop in self._pools:
+            return self._pools[loop]
+        async with self._starting.setdefault(loop, asyncio.Lock()):
+            if loop not in self._pools:
+                self._pools[loop] = await _open_pool(jail, workers)
+        return self._pools[loop]
+
+    async def close(self) -> None:
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await pool.__aexit__(None, None, None)
 
 
-def _pool() -> _Pool:
-    loop = asyncio.get_running_loop()
-    for other in [known for known in _pools if known.is_closed()]:
-        _pools.pop(other).close()
-    if loop not in _pools:
-        _pools[loop] = _Pool()
-    return _pools[loop]
+_pools = _Pools()
+
+
+async def _open_pool(jail: Literal["bwrap", "none"], workers: int) -> pydantic_monty.AsyncMonty:
+    from pydantic_monty import AsyncMonty
+
+    binary: Path | None = None
+    if jail == "bwrap":
+        try:
+            binary = await asyncio.to_thread(_jail.launcher)  # once per process: ldd and a trial start
+        except _jail.JailUnavailable as exc:
+            raise SandboxUnavailable(f"{exc}; set runtime.sandbox.python_jail: none to run on Monty alone") from None
+    pool = AsyncMonty(
+        binary_path=binary,
+        min_processes=min(_WARM_WORKERS, workers),
+        max_processes=workers,
+        max_checkouts_per_worker=1,  # a fresh process for every run
+    )
+    try:
+        await pool.__aenter__()
+    except RuntimeError as exc:  # the worker binary would not start
+        raise SandboxUnavailable(f"the Python sandbox's workers did not start: {exc}") from None
+    return pool
 
 
 async def shutdown() -> None:
-    """Stop this loop's idle fork servers (tests and shutdown hooks call it)."""
-    pool = _pools.pop(asyncio.get_running_loop(), None)
-    if pool is not None:
-        for server in pool.idle:
-            server.kill()
-            with contextlib.suppress(Exception):
-                await server.process.wait()
-        pool.idle.clear()
+    """Stop this loop's workers (tests and shutdown hooks call it)."""
+    await _pools.close()
 
 
 async def run_python(request: _Request, abort: _AbortFlag, lease: Lease) -> CodeResult:
+    """One run, within `request.timeout`; the lease goes back when its worker is gone."""
     try:
-        if abort.is_set():
-            return CodeResult(status="aborted", error=abort.reason)
-        header, data = await _exchange(request, abort)
+        require("pydantic_monty", feature="run_code in python", extra="sandbox")
+        program = prepare(
+            request.source,
+            entry=request.entry,
+            modules=request.modules,
+            imports=request.imports,
+            fn=request.fn,
+            result_limit=RESULT_LIMIT,
+        )
+    except MissingExtra as exc:
+        lease.release()
+        return CodeResult(status="error", error=str(exc))
+    except SourceError as exc:
+        lease.release()
+        return CodeResult(status="error", error=str(exc), stack=exc.stack)
+    try:
+        return await _run_bounded(program, request, abort)
     finally:
         lease.release()
-    if header is None:
-        return CodeResult(status="error", error=f"the Python sandbox failed: {data.decode()}")
-    result = _outcome(header, data)
-    if result.status == "aborted" and abort.reason:
-        result.error = abort.reason
-    result.memory_used_bytes = header.get("maxrss")
-    result.report = {
-        "engine": f"CPython {sys.version.split()[0]} (forked, isolated child)",
-        "memory_held_bytes": result.memory_used_bytes,
-    }
+
+
+async def _run_bounded(program: Program, request: _Request, abort: _AbortFlag) -> CodeResult:
+    from . import current_settings
+
+    if abort.is_set():
+        return CodeResult(status="aborted", error=abort.reason)
+    settings = current_settings()
+    pool = await _pools.get(settings.python_jail, settings.max_python_runs)
+    loop = asyncio.get_running_loop()
+    console = _Console()
+    task = loop.create_task(_run(pool, program, request, console))
+    abort.on_set(lambda: _soon(loop, task.cancel))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=request.timeout + _GRACE)
+    finally:
+        task.cancel()  # a run we stop waiting for (timeout, or our caller cancelled) ends its worker
+    if not done:
+        result = CodeResult(status="timeout", error=f"timed out after {request.timeout}s")
+    elif task.cancelled():
+        result = CodeResult(status="aborted", error=abort.reason or "aborted")
+    else:
+        result = task.result()
+    result.console = "".join(console.parts)
+    result.console_truncated = console.truncated
+    jailed = "a fresh worker process in a bubblewrap jail" if settings.python_jail == "bwrap" else "a fresh worker"
+    result.report = {"engine": f"{engine_version()}, {jailed}", "memory_held_bytes": None}
     return result
 
 
-async def _exchange(request: _Request, abort: _AbortFlag) -> tuple[DoneHeader | None, bytes]:
-    """Send one run to a pooled server; its verdict and the child's raw bytes (or None and why)."""
-    pool = _pool()
-    server = await pool.acquire()
-    healthy = False
-    in_flight = [True]
-    loop = asyncio.get_running_loop()
-    try:
-        server.send(_header(request), json.dumps(_body(request)).encode())
-
-        def on_abort() -> None:
-            if in_flight[0]:
-                _send_abort(loop, server, in_flight)
-
-        abort.on_set(on_abort)
-        async with asyncio.timeout(request.timeout + _GRACE):
-            header = await server.receive()
-            data = await server.receive_bytes(RESULT_LIMIT + 1)
-        if header["op"] != "done":  # only a server's first frame says "ready"
-            raise ConnectionError(f"the fork server answered a run with {header['op']!r}")
-        healthy = True
-        return header, data
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
-        return None, type(exc).__name__.encode()
-    finally:
-        in_flight[0] = False
-        pool.release(server, healthy)
+def _soon(loop: asyncio.AbstractEventLoop, callback: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+        loop.call_soon_threadsafe(callback)
 
 
-def _outcome(header: DoneHeader, data: bytes) -> CodeResult:
-    """The server's verdict first, then what the child wrote (the guest's word, validated)."""
-    verdict = header.get("verdict")
-    if verdict == "timeout":
-        return CodeResult(status="timeout", error="timed out (killed at the wall-clock deadline)")
-    if verdict == "aborted":
-        return CodeResult(status="aborted", error="aborted")
-    if verdict == "too_large":
-        return CodeResult(status="error", error=f"the result is over the sandbox's limit of {RESULT_LIMIT} bytes")
-    if data[:1] == _UNAVAILABLE:  # written before any guest code ran: the guest cannot forge it
-        raise SandboxUnavailable(f"Python sandbox isolation is missing: {data[1:].decode(errors='replace')}")
-    if data[:1] == _ISOLATED and len(data) > 1:
-        try:
-            guest = _GuestResult.model_validate_json(data[1:])
-        except ValidationError:
-            return CodeResult(status="error", error="the sandboxed code wrote an invalid result on its result channel")
-        if len(guest.console) > CONSOLE_LIMIT:  # a guest writing its own result skips the capture's cap
-            guest.console, guest.console_truncated = guest.console[:CONSOLE_LIMIT], True
-        return CodeResult(**guest.model_dump())
-    return _death(int(header.get("status", 0)))
+async def _run(pool: pydantic_monty.AsyncMonty, program: Program, request: _Request, console: _Console) -> CodeResult:
+    import pydantic_monty
 
-
-def _death(status: int) -> CodeResult:
-    """The child ended without a result: say how."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return CodeResult(status="timeout", error=f"killed by {signal.Signals(sig).name} (CPU limit)")
-        return CodeResult(status="error", error=f"the interpreter died of {signal.Signals(sig).name}")
-    return CodeResult(
-        status="error",
-        error=f"the interpreter exited with status {os.waitstatus_to_exitcode(status)} and wrote no result",
-    )
-
-
-def _send_abort(loop: asyncio.AbstractEventLoop, server: _Server, in_flight: list[bool]) -> None:
-    """Ask the server to kill the child, unless the run has already come back."""
-
-    def send() -> None:
-        if in_flight[0]:
-            server.send({"op": "abort"})
-
-    with contextlib.suppress(RuntimeError):  # the loop is closed
-        loop.call_soon_threadsafe(send)
-
-
-def _header(request: _Request) -> RunHeader:
-    """What the fork server reads: limits only, no guest data."""
-    return {"op": "run", "timeout": request.timeout, "memory_limit": MEMORY_CEILING, "result_limit": RESULT_LIMIT}
-
-
-def _body(request: _Request) -> GuestRequest:
-    """What only the forked child decodes."""
-    return {
-        "source": request.source,
-        "fn": request.fn,
-        "args": request.args,
-        "imports": request.imports,
-        "globals": request.globals,
-        "modules": request.modules,
-        "entry": request.entry,
-        "console_limit": CONSOLE_LIMIT,
+    limits: pydantic_monty.ResourceLimits = {
+        "max_memory": MEMORY_CEILING,
+        "max_feed_duration_secs": request.timeout,
+        "max_total_sleep_secs": request.timeout,
     }
+    inputs = {**request.globals, "__sandbox_args": request.args}
+    try:
+        async with pool.checkout(script_name=request.entry, limits=limits) as session:
+            answer: object = None
+            for index, snippet in enumerate(program.snippets):
+                last = index == len(program.snippets) - 1
+                answer = await session.feed_run(
+                    snippet.code, inputs=inputs if last else None, print_callback=console.write
+                )
+    except pydantic_monty.MontyError as exc:
+        return _failure(exc, program)
+    except RuntimeError as exc:  # the pool could not give a worker (it died while starting)
+        return CodeResult(status="error", error=f"the Python sandbox failed: {exc}")
+    return _answer(answer)
+
+
+def _answer(answer: object) -> CodeResult:
+    if isinstance(answer, int) and not isinstance(answer, bool):
+        return CodeResult(
+            status="error",
+            error=f"the result is {answer} characters of JSON, over the sandbox's limit of {RESULT_LIMIT}",
+        )
+    if not isinstance(answer, str):
+        return CodeResult(status="error", error="the sandboxed code returned no result")
+    try:
+        return CodeResult(status="ok", value=json.loads(answer))
+    except (ValueError, RecursionError):  # the guest replaced its own json.dumps: its answer, but not JSON
+        return CodeResult(status="error", error="the sandboxed code returned an invalid result")
+
+
+def _failure(exc: pydantic_monty.MontyError, program: Program) -> CodeResult:
+    """What the engine raised, as the run's result, with a traceback of the guest's own lines."""
+    import pydantic_monty
+
+    if isinstance(exc, pydantic_monty.MontyCrashedError):
+        if getattr(exc, "timed_out", False):
+            return CodeResult(status="timeout", error="timed out (the worker was stopped)")
+        return CodeResult(status="error", error=f"the Python sandbox's worker died: {exc}")
+    if isinstance(exc, pydantic_monty.MontySyntaxError):
+        return CodeResult(status="error", error=f"SyntaxError: {exc}")
+    if not isinstance(exc, pydantic_monty.MontyRuntimeError):
+        return CodeResult(status="error", error=f"the Python sandbox failed: {type(exc).__name__}: {exc}")
+    inner = exc.exception()
+    name, message = type(inner).__name__, str(inner)
+    if isinstance(inner, MemoryError):
+        return CodeResult(status="oom", error=f"MemoryError: out of memory (ceiling {MEMORY_CEILING} bytes)")
+    if isinstance(inner, TimeoutError) and message.startswith(_TIME_LIMITS):
+        return CodeResult(status="timeout", error="timed out")
+    frames = [(frame.filename, frame.line, frame.function_name) for frame in exc.traceback()]
+    if frames and _snippet_line(frames[-1]) == (len(program.snippets) - 1, program.encode_line):
+        return CodeResult(status="error", error=f"the result is not JSON-serialisable: {message}")
+    if isinstance(inner, NotImplementedError):
+        message += " (the sandbox runs Monty, a subset of Python: see docs/guide.md, 'Sandboxed code')"
+    return CodeResult(status="error", error=f"{name}: {message}", stack=_stack(frames, program, f"{name}: {message}"))
+
+
+def _snippet_line(frame: tuple[str, int, str | None]) -> tuple[int, int] | None:
+    """`<python-input-N>` is the engine's name for the Nth snippet fed to a session."""
+    filename, line, _ = frame
+    if filename.startswith("<python-input-") and filename.endswith(">"):
+        with contextlib.suppress(ValueError):
+            return int(filename[len("<python-input-") : -1]), line
+    return None
+
+
+def _stack(frames: list[tuple[str, int, str | None]], program: Program, last: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for frame in frames:
+        where = _snippet_line(frame)
+        origin = program.origin(*where) if where else None
+        if origin is None:
+            continue  # a line of the driver or a loader, not the guest's
+        filename, line = origin
+        function = "<module>" if frame[2] in (None, "__sandbox_load") else frame[2]
+        lines.append(f'  File "{filename}", line {line}, in {function}')
+        text = program.sources.get(filename, [])
+        if 0 < line <= len(text) and text[line - 1].strip():
+            lines.append(f"    {text[line - 1].strip()}")
+    return "\n".join([*lines, last])

@@ -2,19 +2,19 @@
 
 Before it, JavaScript started one thread per call (30 concurrent runs held
 2.9 GB) and the Python cap was a constant. What is observed here is what
-really runs: live "sandbox-js" threads, and guest processes under the fork
-servers.
+really runs: live "sandbox-js" threads, and Monty worker processes running a
+guest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from pathlib import Path
 
 import pytest
 import yaml
+from sandbox_support import running_workers
 
 from orchestrator.runtime import Runtime
 from orchestrator.sandbox import MEMORY_CEILING, configure, run_code
@@ -38,33 +38,8 @@ def _js_running() -> int:
 
 
 def _py_running() -> int:
-    """Guests are the children of the fork servers, which are the children of this process."""
-    return sum(len(_children_of(server)) for server in _fork_servers())
-
-
-def _children_of(parent: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry.name))
-    return found
-
-
-def _fork_servers() -> list[int]:
-    """This process's live Python fork servers (other children, e.g. of other tests, are not)."""
-    servers = []
-    for pid in _children_of(os.getpid()):
-        try:
-            if b"_child.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                servers.append(pid)
-        except OSError:
-            continue
-    return servers
+    """Guests computing: Monty workers on the CPU (idle warm workers wait on their pipe)."""
+    return len(running_workers())
 
 
 async def _observe(count, expected: int, window: float = 0.5) -> int:
