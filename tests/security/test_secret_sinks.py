@@ -14,14 +14,19 @@ and one that wrote it to stderr put it in the debug log.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import sys
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import structlog
-from support import Q, definitions
+from support import Q, definitions, event_log, tool_messages
+from test_mcp import SERVER, http_url  # noqa: F401  (http_url: the MCP test server over HTTP, a fixture)
 from test_tracing import spans  # noqa: F401  (the in-memory exporter behind the global tracer provider)
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool, tracing
@@ -195,6 +200,96 @@ def test_a_stdlib_traceback_is_redacted() -> None:
     text = buffer.getvalue()
     assert "the call failed" in text and "ValueError: bad token '***'" in text and "Stack (most recent" in text
     assert not _leaks(text, secret) and scopes.everywhere().active
+
+
+# -- MCP credentials --------------------------------------------------------------
+
+
+def _mcp_config(**server: Any) -> dict[str, Any]:
+    spec = {"command": sys.executable, "args": [SERVER], **server}
+    return {
+        "providers": {"scripted": {"type": "scripted"}},
+        "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}}},
+        "default_model": "demo",
+        "mcp_servers": {"svc": spec},
+    }
+
+
+def _mcp_defs() -> Any:
+    prompt = define_prompt(prompt="You help.", tool_description="t", tools=("mcp:svc",))
+    return definitions(prompts={"pa": prompt}, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))})
+
+
+@pytest.fixture
+def debug_log() -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    configure_logging("DEBUG", json=True, stream=buffer)
+    try:
+        yield buffer
+    finally:
+        structlog.reset_defaults()
+
+
+async def _sinks(rt: Any, thread: Any, model: Any) -> str:
+    """What the thread stored and emitted, and the request the model was sent after the tool ran."""
+    stored = [m.model_dump_json() for m in (await thread.get_messages()).messages]
+    events = [e.model_dump_json() for e in await event_log(rt, thread) if e.type == "tool_result"]
+    assert events, "no tool_result event"
+    return "\n".join([*stored, *events, json.dumps(model.requests[1], ensure_ascii=False)])
+
+
+async def test_a_stdio_servers_env_token_is_a_secret_everywhere(
+    make_runtime: Any, monkeypatch: pytest.MonkeyPatch, debug_log: io.StringIO
+) -> None:
+    monkeypatch.setenv("SINK_SVC_TOKEN", PROCESS_TOKEN)
+    calls = [C("show_env", {"name": "SVC_TOKEN"}), C("log_env", {"name": "SVC_TOKEN"})]
+    config = _mcp_config(env={"SVC_TOKEN": "${SINK_SVC_TOKEN}", "PLAIN": "not-a-secret-value"})
+    rt, model = await make_runtime(_mcp_defs(), [R(tool_calls=calls), R(text="ok")], config=config)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    await _until(lambda: "env SVC_TOKEN is" in debug_log.getvalue())
+
+    assert [m["content"] for m in tool_messages(model.requests[1])] == ["***", "logged"]  # it reached the server
+    assert not _leaks(await _sinks(rt, thread, model), PROCESS_TOKEN)
+    assert not _leaks(debug_log.getvalue(), PROCESS_TOKEN) and "env SVC_TOKEN is ***" in debug_log.getvalue()
+
+
+async def test_an_http_servers_header_token_is_a_secret_everywhere(
+    make_runtime: Any, monkeypatch: pytest.MonkeyPatch, http_url: str
+) -> None:
+    monkeypatch.setenv("SINK_HTTP_TOKEN", PROCESS_TOKEN)
+    config = _mcp_config(command=None, args=[], url=http_url, headers={"Authorization": "Bearer ${SINK_HTTP_TOKEN}"})
+    script = [R(tool_calls=[C("show_header", {"name": "Authorization"})]), R(text="ok")]
+    rt, model = await make_runtime(_mcp_defs(), script, config=config)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+
+    assert [m["content"] for m in tool_messages(model.requests[1])] == ["Bearer ***"]
+    assert not _leaks(await _sinks(rt, thread, model), PROCESS_TOKEN)
+
+
+def test_only_what_the_environment_fills_in_is_a_secret() -> None:
+    from providers.mcp_config import McpServerConfig
+
+    config = McpServerConfig(
+        url="http://127.0.0.1:1/mcp",
+        env={"LEVEL": "debug", "TOKEN": "${A}", "BOTH": "${B}:${MISSING:-fallback}"},
+        headers={"Authorization": "Bearer ${C}", "Accept": "application/json"},
+    )
+    assert sorted(config.secret_values({"A": "alpha-value", "B": "beta-value", "C": "gamma-value"})) == [
+        "alpha-value",
+        "beta-value",
+        "gamma-value",
+    ]
+
+
+async def _until(check: Any, timeout: float = 10.0) -> None:
+    """Wait for what the server process writes (it keeps no clock we could fake)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
 
 
 # -- recordings -------------------------------------------------------------------
