@@ -268,6 +268,26 @@ async def test_an_http_servers_header_token_is_a_secret_everywhere(
     assert not _leaks(await _sinks(rt, thread, model), PROCESS_TOKEN)
 
 
+def test_orchestrator_tools_shows_a_failed_servers_stderr_without_its_token(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    monkeypatch.setenv("SINK_CLI_TOKEN", PROCESS_TOKEN)
+    broken = "import os, sys; print('rejected token', os.environ['TOK'], file=sys.stderr); sys.exit(1)"
+    server = {"command": sys.executable, "args": ["-c", broken], "env": {"TOK": "${SINK_CLI_TOKEN}"}}
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"mcp_servers": {"broken": server}}))
+    agents = Path(__file__).resolve().parents[2] / "agents"
+    listed = CliRunner().invoke(main, ["tools", "--json", "--path", str(agents), "--config", str(config)])
+    assert listed.exit_code == 1 and "rejected token ***" in listed.output
+    assert not _leaks(listed.output, PROCESS_TOKEN)
+
+
 def test_only_what_the_environment_fills_in_is_a_secret() -> None:
     from providers.mcp_config import McpServerConfig
 
