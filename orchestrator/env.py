@@ -64,12 +64,18 @@ class Redactor:
     survives); shorter ones only as a whole word, because a short value such as
     `order` also occurs inside ordinary words (`border`, `order_id`) that are
     not the secret. Values under `MIN_SECRET_LEN` are not matched at all.
+
+    Each secret is also matched in every escaped form a dump gives it (JSON,
+    with and without `ensure_ascii`; Python's `repr` and `ascii`), because a
+    text is often a structure someone serialised before it reached us: a tool's
+    JSON result, a traceback quoting a repr. A secret holding `"`, `\\`, a
+    newline or a non-ASCII character is not written as itself there.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         values = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
-        long = sorted(s for s in values if len(s) >= WHOLE_WORD_BELOW)
-        short = sorted(s for s in values if len(s) < WHOLE_WORD_BELOW)
+        long = sorted({f for s in values if len(s) >= WHOLE_WORD_BELOW for f in escaped_forms(s)})
+        short = sorted({f for s in values if len(s) < WHOLE_WORD_BELOW for f in escaped_forms(s)} - set(long))
         self._long = AhoCorasick(long, matchkind=MatchKind.LeftmostLongest) if long else None
         self._short = AhoCorasick(short) if short else None
         self._size = len(values)
@@ -100,7 +106,23 @@ class Redactor:
         return value
 
     def json(self, value: Any) -> str:
-        return self.text(json.dumps(value, default=str))
+        """`value` as JSON: its strings redacted before the dump, and the dump again (what `default=str` made)."""
+        return self.text(json.dumps(self.data(value), default=str))
+
+
+def escaped_forms(secret: str) -> set[str]:
+    """`secret` as it reads inside a JSON string or a Python repr of a longer string.
+
+    A repr quotes with `'` (escaping any `'` inside) unless the string holds `'` and no `"`;
+    both quotings are covered, each of the secret followed by marker quotes that force it."""
+    forms = {secret}
+    for ascii_only in (True, False):
+        forms.add(json.dumps(secret, ensure_ascii=ascii_only)[1:-1])
+    for show in (repr, ascii):
+        forms.add(show(secret + "'\"")[1:-4])  # quoted with ': the marker reads \'" before the closing quote
+        if '"' not in secret:
+            forms.add(show(secret + "'")[1:-2])  # quoted with ": the marker reads ' before it
+    return forms
 
 
 def _replace(text: str, matches: Iterable[tuple[int, int, int]]) -> str:
