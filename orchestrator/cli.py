@@ -148,13 +148,16 @@ def _mcp_listings(configs: tuple[str, ...]) -> dict[str, Any]:
         raise click.ClickException(str(exc)) from None
     if not servers:
         return {}
-    from .logs import ensure_logging
+    from .env import SecretScopes
+    from .logs import ensure_logging, register_secrets
     from .mcp import McpServerError, McpTools
 
     ensure_logging()  # quiet, redacted defaults: a server's stderr is debug output
+    secrets = SecretScopes()  # the credentials the servers' env and headers hold, kept out of what we print
+    register_secrets(secrets)
 
     async def list_all() -> dict[str, Any]:
-        registry = McpTools(servers, lambda text: text)
+        registry = McpTools(servers, lambda text: secrets.everywhere().text(text), secrets.add)
         out: dict[str, Any] = {}
         try:
             for name in servers:

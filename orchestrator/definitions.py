@@ -33,6 +33,7 @@ __all__ = [
     "ToolDefinition",
     "ToolResult",
     "VariableDefinition",
+    "VariableScope",
     "define_agent",
     "define_hook",
     "define_prompt",
@@ -60,15 +61,28 @@ HOOK_NAMES: tuple[str, ...] = (
 )
 
 
+VariableScope = Literal["operator", "thread"]
+
+
 class VariableDefinition(BaseModel):
-    """An env value a tool needs; checked before the tool runs."""
+    """An env value a tool needs; checked before the tool runs.
+
+    `scope` says who may set it. "operator" (the default) is the operator's alone: config
+    `runtime.env`, the process environment, agent and prompt `env` defaults, `Runtime.set_user_env`;
+    a thread never writes it (its tools' `set_env`, a person over HTTP) and a value stored on a
+    thread is never read. "thread": a thread may set it, and its value wins over the operator's,
+    which is then a default. Anything that decides where a secret goes (a URL, a path) stays
+    "operator"; the default is the safe side because a tool's settings usually belong to its
+    deployment, and one a person may choose is the exception the author names.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str
+    name: str = Field(min_length=1)
     type: EnvType = "secret"
     required: bool = True
     description: str | None = None
+    scope: VariableScope = "operator"
 
 
 class MessageArgs(BaseModel):

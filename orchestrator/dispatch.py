@@ -242,7 +242,7 @@ class Dispatcher:
             return ToolResult.fail(str(exc)), []
         except Exception as exc:
             return _failed(call.name, exc), []
-        result = _coerce_result(call.name, raw)
+        result = _as_text(call.name, _coerce_result(call.name, raw))  # before its attachments' names are stored
         result = await self._store_attachments(call.name, result)
         return self._truncate(result), context.queue
 
@@ -263,7 +263,7 @@ class Dispatcher:
         publish = functools.partial(bus.publish, thread_id, lease=execution.lease_token if execution else None)
         publish("tool_invoked", {**where, "arguments": args})
         try:
-            result = await self._invoke_now(call_id, name, args, parent)
+            result = _as_text(name, await self._invoke_now(call_id, name, args, parent))
         except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
             failed = {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"}
             publish("tool_invoked_result", failed)
@@ -343,7 +343,7 @@ class Dispatcher:
         the queue goes on from there)."""
         hooks, state = self._services.hooks, self._step.state
         ready = [
-            (call, await hooks.transform("before_store_tool_result", state, result, call), queue)
+            (call, _as_text(call.name, await hooks.transform("before_store_tool_result", state, result, call)), queue)
             for call, result, queue in done
         ]
         messages = [self._result_message(call, result, queue) for call, result, queue in ready]
@@ -428,6 +428,37 @@ def _coerce_result(name: str, raw: object) -> ToolResult:
         f"Tool {name!r} returned {type(raw).__name__}; "
         "expected a ToolResult or a dict with 'status' and 'result' or 'error'"
     )
+
+
+def _as_text(name: str, result: ToolResult) -> ToolResult:
+    """`result`, or an error result naming its fields that are not valid UTF-8 text.
+
+    Why: a Python string may hold a lone surrogate (``'\\ud800'``, from a
+    tool's own text or a sandboxed program's string), which no storage can
+    write: storing it raised, and the thread was left running. The error shows
+    what was returned with such characters escaped, so the model can act on it.
+    """
+    bad = [field for field, value in result.model_dump().items() if not _is_utf8(json.dumps(value, ensure_ascii=False))]
+    if not bad:
+        return result
+    shown = _escaped(result.result if result.status == "success" else result.error) or ""
+    return ToolResult.fail(
+        f"Tool {name!r} returned text that is not valid UTF-8 (a lone surrogate, such as \\ud800) "
+        f"in its {', '.join(bad)}; what it returned, escaped: {shown[:2000]}",
+        stack=_escaped(result.stack),
+    )
+
+
+def _escaped(text: str | None) -> str | None:
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decode_attachment(item: ToolAttachment, max_bytes: int) -> tuple[str | None, bytes]:

@@ -4,6 +4,11 @@ Resolution order (SPEC): thread, agent defaults, prompt defaults, user account,
 runtime instance (config `env:` then the process environment). A value is a
 secret unless it was stored with type "text".
 
+What a thread may write (`EnvScope.refusal`): not a name a tool declares
+operator-only, nor one the operator configured, unless a tool declares it
+thread-scope; for those names the thread level is not read either, so a value
+stored there before this rule never shadows the operator's.
+
 Secrets are redacted by scope (`SecretScopes`): a thread's secrets in that
 thread's output only, config keys and process secrets everywhere; see
 docs/security.md for what a short secret means.
@@ -14,13 +19,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ahocorasick_rs import AhoCorasick, MatchKind
 
 from .messages import EnvType, EnvValue
 from .storage.base import Storage
+
+if TYPE_CHECKING:
+    from .definitions import ToolDefinition, VariableScope
 
 REDACTED = "***"
 MIN_SECRET_LEN = 4  # a shorter secret cannot be redacted without rewriting ordinary text: set_env refuses it
@@ -32,6 +40,15 @@ class EnvNotFoundError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class EnvWriteRefused(PermissionError):
+    """A thread may not set this name: the operator's (see `EnvScope.refusal`). Names it, never a value."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"set_env: {reason}")
+        self.name = name
+        self.reason = reason
 
 
 def _is_word_char(ch: str) -> bool:
@@ -47,12 +64,18 @@ class Redactor:
     survives); shorter ones only as a whole word, because a short value such as
     `order` also occurs inside ordinary words (`border`, `order_id`) that are
     not the secret. Values under `MIN_SECRET_LEN` are not matched at all.
+
+    Each secret is also matched in every escaped form a dump gives it (JSON,
+    with and without `ensure_ascii`; Python's `repr` and `ascii`), because a
+    text is often a structure someone serialised before it reached us: a tool's
+    JSON result, a traceback quoting a repr. A secret holding `"`, `\\`, a
+    newline or a non-ASCII character is not written as itself there.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         values = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
-        long = sorted(s for s in values if len(s) >= WHOLE_WORD_BELOW)
-        short = sorted(s for s in values if len(s) < WHOLE_WORD_BELOW)
+        long = sorted({f for s in values if len(s) >= WHOLE_WORD_BELOW for f in escaped_forms(s)})
+        short = sorted({f for s in values if len(s) < WHOLE_WORD_BELOW for f in escaped_forms(s)} - set(long))
         self._long = AhoCorasick(long, matchkind=MatchKind.LeftmostLongest) if long else None
         self._short = AhoCorasick(short) if short else None
         self._size = len(values)
@@ -83,7 +106,23 @@ class Redactor:
         return value
 
     def json(self, value: Any) -> str:
-        return self.text(json.dumps(value, default=str))
+        """`value` as JSON: its strings redacted before the dump, and the dump again (what `default=str` made)."""
+        return self.text(json.dumps(self.data(value), default=str))
+
+
+def escaped_forms(secret: str) -> set[str]:
+    """`secret` as it reads inside a JSON string or a Python repr of a longer string.
+
+    A repr quotes with `'` (escaping any `'` inside) unless the string holds `'` and no `"`;
+    both quotings are covered, each of the secret followed by marker quotes that force it."""
+    forms = {secret}
+    for ascii_only in (True, False):
+        forms.add(json.dumps(secret, ensure_ascii=ascii_only)[1:-1])
+    for show in (repr, ascii):
+        forms.add(show(secret + "'\"")[1:-4])  # quoted with ': the marker reads \'" before the closing quote
+        if '"' not in secret:
+            forms.add(show(secret + "'")[1:-2])  # quoted with ": the marker reads ' before it
+    return forms
 
 
 def _replace(text: str, matches: Iterable[tuple[int, int, int]]) -> str:
@@ -187,6 +226,38 @@ class SecretScopes:
         return self._everywhere
 
 
+@dataclass(frozen=True)
+class DeclaredScope:
+    """Who may set an env name a tool declares (`VariableDefinition.scope`), and the tool that says so."""
+
+    scope: VariableScope
+    tool: str
+
+
+def declared_scopes(tools: Mapping[str, ToolDefinition]) -> dict[str, DeclaredScope]:
+    """Each env name the tools declare, with its scope. Tools that disagree are a load error
+    (`scope_conflicts`); for definitions built in code, "operator" wins, the safe side."""
+    found: dict[str, DeclaredScope] = {}
+    for tool_name, tool in tools.items():
+        for variable in tool.variables:
+            seen = found.get(variable.name)
+            if seen is None or (seen.scope == "thread" and variable.scope == "operator"):
+                found[variable.name] = DeclaredScope(variable.scope, tool_name)
+    return found
+
+
+def scope_conflicts(tools: Mapping[str, ToolDefinition]) -> list[tuple[str, str, str]]:
+    """(tool, name, other tool) for each tool declaring a name with a scope another tool's differs from."""
+    first: dict[str, tuple[str, VariableScope]] = {}
+    conflicts: list[tuple[str, str, str]] = []
+    for tool_name, tool in tools.items():
+        for variable in tool.variables:
+            earlier = first.setdefault(variable.name, (tool_name, variable.scope))
+            if earlier[1] != variable.scope:
+                conflicts.append((tool_name, variable.name, earlier[0]))
+    return conflicts
+
+
 @dataclass
 class EnvScope:
     """Everything `state.env` consults for one thread at one moment."""
@@ -200,6 +271,39 @@ class EnvScope:
     prompt_env: Mapping[str, str]
     runtime_env: Mapping[str, EnvValue]  # from config `env:`
     use_process_env: bool = True
+    declared: Mapping[str, DeclaredScope] = field(default_factory=dict)  # `declared_scopes` of the tools
+
+    def refusal(self, name: str) -> str | None:
+        """Why this thread may not set `name` (and so why a value stored on it is not read); None if it may.
+
+        The operator's settings cannot be shadowed from a thread: a name a tool declares operator-only,
+        or one the operator configured (config `runtime.env`, the process environment) unless a tool
+        declares it thread-scope. Says which, never a value."""
+        declared = self.declared.get(name)
+        if declared is not None:
+            if declared.scope == "thread":
+                return None
+            return (
+                f"{name!r} is operator-only: tool {declared.tool!r} declares it with scope='operator', so only the "
+                "operator sets it (config runtime.env, the process environment, agent or prompt env defaults, "
+                "Runtime.set_user_env), never a thread"
+            )
+        if self._operator_configured(name):
+            return (
+                f"{name!r} is configured by the operator (config runtime.env or the process environment) and a "
+                "thread may not override it; a tool that means threads to set it declares "
+                f"VariableDefinition(name={name!r}, scope='thread')"
+            )
+        return None
+
+    def _thread_may_set(self, name: str) -> bool:
+        declared = self.declared.get(name)
+        if declared is not None:
+            return declared.scope == "thread"
+        return not self._operator_configured(name)
+
+    def _operator_configured(self, name: str) -> bool:
+        return name in self.runtime_env or (self.use_process_env and name in os.environ)
 
     async def lookup(self, name: str) -> EnvValue:
         return (await self.resolve(name))[0]
@@ -209,9 +313,10 @@ class EnvScope:
         the whole process, not of this thread: redacted everywhere)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"env: name must be a non-empty string, got {name!r}")
-        found = await self.storage.get_env("thread", self.thread_id, name)
-        if found is not None:
-            return found, False
+        if self._thread_may_set(name):  # else a value stored on the thread (before the rule) is kept, never read
+            found = await self.storage.get_env("thread", self.thread_id, name)
+            if found is not None:
+                return found, False
         if name in self.agent_env:
             return EnvValue(name=name, value=self.agent_env[name], type="secret"), False
         if name in self.prompt_env:
@@ -224,10 +329,11 @@ class EnvScope:
             return self.runtime_env[name], True
         if self.use_process_env and name in os.environ:
             return EnvValue(name=name, value=os.environ[name], type="secret"), True
-        raise EnvNotFoundError(f"env value {name!r} is not set; looked in: {', '.join(self._places())}")
+        raise EnvNotFoundError(f"env value {name!r} is not set; looked in: {', '.join(self._places(name))}")
 
-    def _places(self) -> list[str]:
-        places = [f"thread {self.thread_id}", f"agent {self.agent_name!r} defaults"]
+    def _places(self, name: str) -> list[str]:
+        thread = f"thread {self.thread_id}" + ("" if self._thread_may_set(name) else " (not read: operator-only)")
+        places = [thread, f"agent {self.agent_name!r} defaults"]
         if self.prompt_name:
             places.append(f"prompt {self.prompt_name!r} defaults")
         places.append(f"user {self.user_id!r}" if self.user_id else "user account (thread has no user)")
@@ -241,6 +347,9 @@ class EnvScope:
             raise TypeError(f"set_env: value for {name!r} must be a string, got {value.__class__.__name__}")
         if type not in (None, "text", "secret"):
             raise ValueError(f"set_env: type for {name!r} must be 'text' or 'secret', got {type!r}")
+        refused = self.refusal(name)
+        if refused is not None:
+            raise EnvWriteRefused(name, refused)
         if type is None:
             existing = await self.storage.get_env("thread", self.thread_id, name)
             if existing is None and self.user_id is not None:

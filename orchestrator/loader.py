@@ -17,7 +17,8 @@ The rules, each reported as a `Problem` naming the file and the rule:
   one of them is offered to models as a tool;
 - every reference (a prompt's `tools`, a tool's `uses`, an agent's side
   prompts, `stop_tool` and `end_conversation_tool`) names something that
-  exists; an unknown name comes with the closest existing names.
+  exists; an unknown name comes with the closest existing names;
+- tools declaring the same env name agree on its `scope` (who may set it).
 
 Every problem is collected before anything is raised, so `orchestrator check`
 can show them all at once. Modules load under a private package named after
@@ -187,6 +188,7 @@ class _Loader:
             self._load_kind(package, kind)
         self._check_unique_names()
         self._check_references()
+        self._check_variable_scopes()
         return self.defs
 
     def _problem(self, file: Path, rule: str, message: str, line: int | None = None) -> None:
@@ -336,6 +338,19 @@ class _Loader:
             for label, side in (("side_a", agent.side_a), ("side_b", agent.side_b)):
                 if side is not None:
                     self._check_side(name, label, side, callables)
+
+    def _check_variable_scopes(self) -> None:
+        from .env import scope_conflicts
+
+        for tool, name, other in scope_conflicts(self.defs.tools):
+            scope = next(v.scope for v in self.defs.tools[tool].variables if v.name == name)
+            self._problem(
+                self.files[("tools", tool)],
+                "variable-scope",
+                f"tool {tool!r} declares env value {name!r} with scope={scope!r}, but tool {other!r} declares it "
+                "with another scope; one name has one scope (who may set it): make them agree",
+                _line_of(self.files[("tools", tool)], name),
+            )
 
     def _check_side(self, agent: str, label: str, side: Any, callables: set[str]) -> None:
         key = ("agents", agent)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import structlog
@@ -33,6 +33,7 @@ def redact_text(text: str) -> str:
 
 
 _factory_installed = False
+_TRACEBACKS = logging.Formatter()  # what every stdlib formatter writes for `exc_info` (it keeps a set exc_text)
 
 
 def _install_record_factory() -> None:
@@ -53,16 +54,39 @@ def _install_record_factory() -> None:
             redacted = redact_text(message)
             if redacted != message:
                 record.msg, record.args = redacted, None
+            if record.exc_info and not record.exc_text:  # a handler would format it later, unredacted
+                record.exc_text = redact_text(_TRACEBACKS.formatException(record.exc_info))
+            if record.stack_info:
+                record.stack_info = redact_text(record.stack_info)
         return record
 
     logging.setLogRecordFactory(factory)
 
 
-def redact_processor(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """A structlog processor: secrets of every open runtime become `***`. Put it last before the renderer."""
+def redact_processor(logger: Any, name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor: secrets of every open runtime become `***`. Put it last before the renderer.
+
+    A renderer turns what is not text into text after us (an exception's repr, `exc_info` into a
+    traceback), where a secret would be written unredacted: those are made text here first."""
+    if not any(r.everywhere().active for r in list(_REDACTORS)):
+        return event_dict
+    if event_dict.get("exc_info"):
+        event_dict = structlog.processors.format_exc_info(logger, name, event_dict)
+    event_dict = {k: v if k.startswith("_") else _as_text(v) for k, v in event_dict.items()}  # _: stdlib's meta
     for scopes in list(_REDACTORS):
         event_dict = scopes.everywhere().data(event_dict)
     return event_dict
+
+
+def _as_text(value: Any) -> Any:
+    """JSON-like values as they are; anything else as the repr a renderer would write for it."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _as_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_text(v) for v in value]
+    return repr(value)
 
 
 def ensure_logging() -> None:

@@ -471,7 +471,8 @@ def _mcp_tools(config: ProvidersConfig, secrets: SecretScopes) -> McpTools | Non
         )
     from .mcp import McpTools
 
-    return McpTools(servers, lambda text: secrets.everywhere().text(text))  # stderr is the operator's log
+    # stderr is the operator's log; the credentials in a server's env and headers are process-wide secrets
+    return McpTools(servers, lambda text: secrets.everywhere().text(text), secrets.add)
 
 
 def _config_secrets(config: ProvidersConfig) -> list[str]:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .definitions import AgentDefinition, ToolDefinition
-from .env import EnvScope
+from .env import EnvScope, declared_scopes
 from .event_types import BUILTIN_EVENT_TYPES, check_payload
 from .messages import EnvType, ExecutionSnapshot, Message, MessagesResult, SideName, StoppedBy, ThreadRecord
 from .results import ToolResult
@@ -319,6 +319,7 @@ class ThreadState:
             prompt_name=prompt_name,
             prompt_env=prompt.env if prompt else {},
             runtime_env=self._services.runtime_env,
+            declared=declared_scopes(defs.tools),  # which names are the operator's (a short walk)
         )
 
     def _current_prompt_name(self) -> str | None:
@@ -338,6 +339,8 @@ class ThreadState:
         return (await self._env_scope().lookup(name)).type
 
     async def set_env(self, name: str, value: str, type: EnvType | None = None) -> None:
+        """Store a value on this thread. Raises `EnvWriteRefused` for the operator's names (a tool's
+        operator-only variables, names the operator configured): a thread never shadows them."""
         stored = await self._env_scope().set(name, value, type)
         if stored.type == "secret":
             self._services.redactor.add(value, self.thread_id)

@@ -15,8 +15,12 @@ One conversation step is one trace:
           run_code {language}       a sandbox run
 
 Message content is recorded only when `runtime.trace_content` is on, and
-then redacted like every other output. The decorators read what they need from
-the wrapped method's arguments and result, so the loop itself stays free of
+then redacted like every other output: its strings before they are serialised
+to JSON (a secret holding a quote or a newline reads escaped in the dump). A
+trace is the operator's output, like a log: every attribute, span status and
+span event (an exception's message and stack too) is then redacted of every
+secret known, as log lines are. The decorators read what they need from the
+wrapped method's arguments and result, so the loop itself stays free of
 tracing code.
 """
 
@@ -24,12 +28,15 @@ from __future__ import annotations
 
 import functools
 import json
+import traceback
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from .env import Redactor
 
 try:
     from opentelemetry import context as _otel_context
@@ -65,10 +72,18 @@ def _traced(
 
         async def traced(*args: P.args, **kwargs: P.kwargs) -> R:
             span_kind = getattr(_trace.SpanKind, kind)
-            with _tracer().start_as_current_span(name_of(*args, **kwargs), kind=span_kind) as span:
+            # The SDK would record an exception's message and stack unredacted: `_failed` does it instead.
+            with _tracer().start_as_current_span(
+                name_of(*args, **kwargs), kind=span_kind, record_exception=False, set_status_on_exception=False
+            ) as span:
                 if span.is_recording():
                     span.set_attributes(_clean(before(*args, **kwargs)))
-                result = await fn(*args, **kwargs)
+                try:
+                    result = await fn(*args, **kwargs)
+                except Exception as exc:  # as the SDK: BaseExceptions (a cancellation) are not errors
+                    if span.is_recording():
+                        _failed(span, exc)
+                    raise
                 if after is not None and span.is_recording():
                     span.set_attributes(_clean(after(result, *args, **kwargs)))
                 return result
@@ -89,12 +104,37 @@ def _traced(
 
 
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """OpenTelemetry takes str, bool, int, float and lists of them; None means: leave it out."""
-    return {k: v for k, v in attributes.items() if v is not None}
+    """OpenTelemetry takes str, bool, int, float and lists of them; None means: leave it out.
+    Strings are redacted as log lines are (traces go where logs go: to the operator)."""
+    return {k: _redacted(v) for k, v in attributes.items() if v is not None}
+
+
+def _redacted(value: Any) -> Any:
+    from .logs import redact_text  # structlog: loaded only once a span records
+
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, (list, tuple)):
+        return [redact_text(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def _failed(span: Any, exc: Exception) -> None:
+    """What the SDK records for an exception (the semantic conventions' `exception` event), redacted."""
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ in (None, "builtins") else f"{kind.__module__}.{kind.__qualname__}"
+    event = {
+        "exception.type": name,
+        "exception.message": str(exc),
+        "exception.stacktrace": "".join(traceback.format_exception(exc)),
+        "exception.escaped": "True",
+    }
+    span.add_event("exception", _clean(event))
+    span.set_status(_trace.Status(_trace.StatusCode.ERROR, _redacted(f"{kind.__name__}: {exc}")))
 
 
 def add_event(name: str, **attributes: Any) -> None:
-    """An event on the current span (a retry, a fallback), if one is recording."""
+    """An event on the current span (a retry, a fallback), if one is recording; redacted like its attributes."""
     if ENABLED:
         span = _trace.get_current_span()
         if span.is_recording():
@@ -171,9 +211,14 @@ def _chat_attrs(
         "orchestrator.depth": depth,
     }
     if run.services.settings.trace_content:
-        redact = run.services.redactor.for_thread(run.thread.id).text
-        attributes["gen_ai.input.messages"] = redact(json.dumps(messages, ensure_ascii=False))
+        attributes["gen_ai.input.messages"] = _content(run, messages)
     return attributes
+
+
+def _content(run: Any, value: Any) -> str:
+    """Content as JSON, its strings redacted before the dump (after it, a secret with a quote reads escaped)."""
+    redactor: Redactor = run.services.redactor.for_thread(run.thread.id)
+    return redactor.text(json.dumps(redactor.data(value), ensure_ascii=False, default=str))
 
 
 def _chat_result(result: tuple[Any, Any], run: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -187,8 +232,7 @@ def _chat_result(result: tuple[Any, Any], run: Any, *args: Any, **kwargs: Any) -
     }
     if run.services.settings.trace_content:
         output = {"content": message.content, "tool_calls": [c.model_dump() for c in message.tool_calls or []]}
-        redact = run.services.redactor.for_thread(run.thread.id).text
-        attributes["gen_ai.output.messages"] = redact(json.dumps(output, ensure_ascii=False))
+        attributes["gen_ai.output.messages"] = _content(run, output)
     return attributes
 
 
@@ -218,8 +262,8 @@ def _tool_attrs(*args: Any, **kwargs: Any) -> dict[str, Any]:
 def _tool_result(outcome: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     result = outcome[0] if isinstance(outcome, tuple) else outcome
     if result.status == "error":
-        span = _trace.get_current_span()
-        span.set_status(_trace.Status(_trace.StatusCode.ERROR, (result.error or "")[:200]))
+        span = _trace.get_current_span()  # redacted whole, then cut: a cut secret would no longer match
+        span.set_status(_trace.Status(_trace.StatusCode.ERROR, _redacted(result.error or "")[:200]))
         return {"error.type": "tool_error", "orchestrator.tool.status": "error"}
     return {"orchestrator.tool.status": "success"}
 

@@ -128,7 +128,11 @@ def _header_secrets(headers: httpx.Headers) -> set[str]:
 
 
 def _redact(data: Any, secrets: Iterable[str]) -> Any:
-    ordered = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+    """Strings redacted before the cassette is dumped; a response body is text that holds JSON (SSE), so
+    each secret is also looked for as JSON writes it inside a string (`"`, `\\`, newlines, non-ASCII escaped)."""
+    values = {s for s in secrets if s and len(s) >= 4}
+    forms = {json.dumps(s, ensure_ascii=ascii_only)[1:-1] for s in values for ascii_only in (True, False)}
+    ordered = sorted(values | forms, key=len, reverse=True)
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):

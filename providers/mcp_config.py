@@ -62,6 +62,20 @@ class McpServerConfig(BaseModel):
         env = os.environ if environ is None else environ
         return {k: _expand(v, env, f"mcp server {server}", f"env.{k}") or "" for k, v in self.env.items()}
 
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """What `${VAR}` in `env` and `headers` takes from the environment: a credential handed to a
+        server is a secret of the whole process, redacted everywhere like a provider's key. Literal
+        values are in the config for anyone to read (and a key-like one is refused), so they are not."""
+        from .config import _ENV_REF
+
+        env = os.environ if environ is None else environ
+        return [
+            env[match.group(1)]
+            for value in [*self.env.values(), *self.headers.values()]
+            for match in _ENV_REF.finditer(value)
+            if match.group(1) in env
+        ]
+
     def resolved_headers(self, server: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         from .config import _expand
 

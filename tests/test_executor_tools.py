@@ -248,7 +248,7 @@ def _variable_defs(tokens: list[str]):
         description="Call the API",
         args=Q,
         execute=call_api,
-        variables=(VariableDefinition(name=VAR, description="API token for the order service"),),
+        variables=(VariableDefinition(name=VAR, description="API token for the order service", scope="thread"),),
     )
     return chat_definitions({"call_api": tool}, ("call_api",))
 

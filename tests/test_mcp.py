@@ -248,12 +248,14 @@ async def test_a_stdio_server_sees_only_the_env_it_was_given(
 ) -> None:
     monkeypatch.setenv("HOST_ONLY_SECRET", "do-not-pass")
     monkeypatch.setenv("GIVEN", "passed on")
-    calls = [C("show_env", {"name": "HOST_ONLY_SECRET"}), C("show_env", {"name": "DECLARED"})]
-    config = _config(env={"DECLARED": "${GIVEN}"})
+    names = ("HOST_ONLY_SECRET", "DECLARED", "LITERAL")
+    calls = [C("show_env", {"name": name}) for name in names]
+    config = _config(env={"DECLARED": "${GIVEN}", "LITERAL": "as written"})
     rt, model = await make_runtime(_defs(), [R(tool_calls=calls), R(text="ok")], config=config)
     await (await rt.create_thread("chat")).send("go")
 
-    assert [m["content"] for m in _tool_replies(model.requests[1])] == ["(unset)", "passed on"]
+    # What the environment filled in is a secret of the process: it came back, redacted.
+    assert [m["content"] for m in _tool_replies(model.requests[1])] == ["(unset)", "***", "as written"]
 
 
 async def test_a_config_secret_a_server_sends_back_is_redacted(

@@ -2,6 +2,8 @@
 
 The base URL comes from `WEATHER_API_BASE` (text) and the key from
 `WEATHER_API_KEY`, declared a secret: it is sent to the API and nowhere else.
+Both are operator-only (`scope="operator"`): a thread, its tools and a person
+over HTTP can set neither, so only the operator decides where the key goes.
 Error messages are built from status codes and exception types, and anything
 echoing the request is scrubbed, so the key never reaches the model, the
 history or the logs.
@@ -70,8 +72,12 @@ tool = define_tool(
     args=Args,
     execute=execute,
     variables=(
-        VariableDefinition(name="WEATHER_API_BASE", type="text", description="Base URL of the weather API"),
-        VariableDefinition(name="WEATHER_API_KEY", type="secret", description="API key for the weather API"),
+        VariableDefinition(
+            name="WEATHER_API_BASE", type="text", scope="operator", description="Base URL of the weather API"
+        ),
+        VariableDefinition(
+            name="WEATHER_API_KEY", type="secret", scope="operator", description="API key for the weather API"
+        ),
     ),
     progress_argument="city",
 )

@@ -2,7 +2,9 @@
 
 The database file is `CUSTOMER_DB_PATH` if set, else
 `~/.cache/orchestrator/demo_customers.sqlite`; on first use the example
-creates it with a few demo customers, so it runs with no setup. The stdlib's
+creates it with a few demo customers, so it runs with no setup. The path is
+operator-only (`scope="operator"`): a thread or a person over HTTP cannot
+choose where files are created. The stdlib's
 sqlite3 on a worker thread (`asyncio.to_thread`) keeps the event loop free
 without another dependency.
 """
@@ -87,7 +89,11 @@ tool = define_tool(
     execute=execute,
     variables=(
         VariableDefinition(
-            name="CUSTOMER_DB_PATH", type="text", required=False, description="SQLite file of customers"
+            name="CUSTOMER_DB_PATH",
+            type="text",
+            required=False,
+            scope="operator",
+            description="SQLite file of customers",
         ),
     ),
 )

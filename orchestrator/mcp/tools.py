@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -90,9 +90,16 @@ def is_reference(name: str) -> bool:
 class McpTools:
     """The MCP servers of one runtime: their sessions, tool listings and calls."""
 
-    def __init__(self, servers: Mapping[str, McpServerConfig], redact: Redact) -> None:
+    def __init__(
+        self, servers: Mapping[str, McpServerConfig], redact: Redact, add_secret: Callable[[str], None] | None = None
+    ) -> None:
+        """`redact` cleans what a server says (stderr, errors, progress); `add_secret` registers the
+        credentials its config hands it (`SecretScopes.add`, process-wide), now and at each start."""
         self._servers = dict(servers)
         self._redact = redact
+        self._add_secret = add_secret
+        for config in self._servers.values():
+            self._register(config)
         self._sessions: dict[tuple[str, str | None], McpSession] = {}
         self._starting: dict[tuple[str, str | None], asyncio.Lock] = {}
         self._listed: dict[str, list[McpTool]] = {}
@@ -231,6 +238,7 @@ class McpTools:
 
     async def _start(self, server: str) -> McpSession:
         """Start a session; a server that fails to start gets one more try."""
+        self._register(self._servers[server])  # the environment may have changed since the runtime opened
         for attempt in (1, 2):
             session = McpSession(server, self._servers[server], self._redact)
             try:
@@ -240,6 +248,11 @@ class McpTools:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _register(self, config: McpServerConfig) -> None:
+        if self._add_secret is not None:
+            for value in config.secret_values():
+                self._add_secret(value)
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}

@@ -220,7 +220,7 @@ class CodeExecution:
                 watcher.cancel()
         result.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         result.report = _report(self._request, result.report) if self._request.report else None
-        return result
+        return _as_text(result)
 
     async def _run_within_budget(self, started: float) -> CodeResult:
         """Wait for a share of the budget (within the timeout), then run on what is left of it."""
@@ -246,6 +246,38 @@ class CodeExecution:
     async def _watch(self, abort_signal: AbortLike) -> None:
         await abort_signal.wait()
         self._abort.set(str(getattr(abort_signal, "reason", None) or "aborted"))
+
+
+def _as_text(result: CodeResult) -> CodeResult:
+    """The result, or an error result naming its parts that are not valid UTF-8 text.
+
+    Why: a guest string may hold a lone surrogate (``'\\uD800'`` in
+    JavaScript, ``chr(0xD800)`` in Python); Python carries it, no storage can
+    write it, and a tool result that failed to store left its thread running.
+    """
+    texts = {"value": json.dumps(result.value, ensure_ascii=False), "error": result.error, "stack": result.stack}
+    texts.update(console=result.console, report=json.dumps(result.report, ensure_ascii=False))
+    bad = []
+    for name, text in texts.items():
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            bad.append(name)
+    if not bad:
+        return result
+
+    def escaped(text: str | None) -> str | None:
+        return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+    error = (
+        f"the run's {', '.join(bad)}: not valid UTF-8 text (a string holds a lone surrogate, such as \\ud800); "
+        "return well-formed strings"
+    )
+    if result.status != "ok":
+        error += f". The run ended {result.status!r}: {escaped(result.error)}"
+    update: dict[str, Any] = {"status": "error", "error": error, "value": None, "stack": escaped(result.stack)}
+    update.update(console=escaped(result.console), report=None if "report" in bad else result.report)
+    return result.model_copy(update=update)
 
 
 def run_code(

@@ -18,6 +18,11 @@ Three things the library does not give by itself, done here:
   discarded, like every instance: each execution gets a fresh one (~3 ms).
 - Timeout and abort through one interrupt handler, polled by the
   interpreter, which knows which of the two fired.
+- A deadline that holds inside native operations. The interpreter does not
+  poll its handler there (an ``indexOf`` of a long needle ran for minutes past
+  its timeout, holding its budget share), so the engine uses wasmtime's epoch
+  interruption as well (`_epoch.py`): `_EPOCH_MARGIN` past the deadline the
+  store traps wherever it is, the thread ends and its lease goes back.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ from typing import Any
 from ..extras import MissingExtra, require
 from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Request
 from ._budget import Lease
+from ._epoch import EpochClock
 
 _WASM_STACK = 1920 * 1024  # wasmtime caps it below its async stack size (2 MiB)
 _THREAD_STACK = 16 * 1024 * 1024
 _QJS_HEADROOM = 8 * 1024 * 1024  # linear memory kept for the guest's stack and data
 _GRACE = 2.0  # seconds past the deadline before the host stops waiting for the engine
+_EPOCH_MARGIN = 0.05  # seconds past the deadline before the epoch stops what the interrupt handler did not
 _engine_lock = threading.Lock()
+_clock: EpochClock | None = None
 _thread_lock = threading.Lock()
 
 _CONSOLE_PRELUDE = """
@@ -139,16 +147,40 @@ def _grace_timer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[CodeRes
     loop.call_later(_GRACE, expire)
 
 
-def _configure_engine() -> None:
-    """Give wasm a deeper native stack; must happen before quickjs-rs makes its engine."""
+def _configure_engine() -> EpochClock:
+    """Make quickjs-rs's shared engine ours before it makes one: a deeper native stack, epoch interruption.
+
+    Every store on an engine with epoch interruption needs a deadline before
+    its first wasm instruction, so the library's one instantiation function
+    (imported by name in its two modules) arms the store first.
+    """
+    global _clock
+    import quickjs_rs._engine as qjs_engine
+    import quickjs_rs._transform as qjs_transform
     import quickjs_rs._wasmtime as shared
     import wasmtime
 
     with _engine_lock:
-        if shared._SHARED_ENGINE is None:
-            config = wasmtime.Config()
-            config.max_wasm_stack = _WASM_STACK
-            shared._SHARED_ENGINE = wasmtime.Engine(config)
+        if _clock is not None:
+            return _clock
+        if shared._SHARED_ENGINE is not None:
+            raise RuntimeError("quickjs-rs made its engine before the sandbox configured it (no epoch interruption)")
+        config = wasmtime.Config()
+        config.max_wasm_stack = _WASM_STACK
+        config.epoch_interruption = True
+        engine = wasmtime.Engine(config)
+        clock = EpochClock(engine)
+        instantiate = shared.instantiate_wasm_artifact
+
+        def armed(artifact: Any, store: wasmtime.Store) -> wasmtime.Instance:
+            clock.arm(store)
+            return instantiate(artifact, store)
+
+        qjs_engine.instantiate_wasm_artifact = armed  # type: ignore[attr-defined]
+        qjs_transform.instantiate_wasm_artifact = armed  # type: ignore[attr-defined]
+        shared._SHARED_ENGINE = engine
+        _clock = clock
+        return clock
 
 
 class _Console:
@@ -168,10 +200,12 @@ class _Console:
 
 def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
     try:
-        _configure_engine()
+        clock = _configure_engine()
         from quickjs_rs import Runtime
     except ImportError as exc:  # pragma: no cover - checked in run_javascript; a broken install lands here
         return CodeResult(status="error", error=f"the JavaScript engine did not load: {exc}")
+    except RuntimeError as exc:
+        return CodeResult(status="error", error=f"the JavaScript engine is not usable: {exc}")
     deadline = time.monotonic() + request.timeout
     why: list[str] = []
 
@@ -185,24 +219,26 @@ def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
         return False
 
     modules = {**request.modules, request.entry: request.source}
-    runtime = Runtime(memory_limit=MEMORY_CEILING - _QJS_HEADROOM)
-    runtime._engine_rt.set_interrupt_handler(interrupt)  # ours decides timeout vs abort
-    runtime.set_module_loader(normalize=lambda base, spec: _resolve(modules, base, spec), load=modules.get)
     console = _Console()
-    try:
-        context = runtime.new_context(timeout=request.timeout + 3600)  # our handler rules
-        instance = context._engine_ctx._inst
-        instance.store.set_limits(memory_size=MEMORY_CEILING)
+    with clock.running(deadline + _EPOCH_MARGIN):
+        runtime = Runtime(memory_limit=MEMORY_CEILING - _QJS_HEADROOM)
+        runtime._engine_rt.set_interrupt_handler(interrupt)  # ours decides timeout vs abort
+        runtime.set_module_loader(normalize=lambda base, spec: _resolve(modules, base, spec), load=modules.get)
+        instance: Any = None
         try:
-            result = _evaluate(context, request, console)
-        except BaseException as exc:
-            result = _classify(exc, why, instance)
-        try:
-            result.memory_used_bytes = instance.mem.data_len(instance.store)
-        except Exception:
-            pass
-    finally:
-        _close(runtime)
+            try:  # making the context runs wasm too: the first run's compile may have used up its time
+                context = runtime.new_context(timeout=request.timeout + 3600)  # our handler rules
+                instance = context._engine_ctx._inst
+                instance.store.set_limits(memory_size=MEMORY_CEILING)
+                result = _evaluate(context, request, console)
+            except BaseException as exc:
+                result = _classify(exc, why, instance, abort, deadline)
+            try:
+                result.memory_used_bytes = instance.mem.data_len(instance.store)
+            except Exception:
+                pass
+        finally:
+            _close(runtime)
     result.console = "".join(console.parts)
     result.console_truncated = console.truncated
     result.report = {"engine": engine_version(), "memory_held_bytes": result.memory_used_bytes}
@@ -241,7 +277,7 @@ def _resolve(modules: dict[str, str], base: str, spec: str) -> str | None:
     return None
 
 
-def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
+def _classify(exc: BaseException, why: list[str], instance: Any, abort: _AbortFlag, deadline: float) -> CodeResult:
     import wasmtime
     from quickjs_rs import InterruptError, JSError, MemoryLimitError
 
@@ -249,6 +285,10 @@ def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
         status = why[0]
         message = "aborted" if status == "aborted" else "timed out"
         return CodeResult(status=status, error=message)  # type: ignore[arg-type]
+    if _epoch_trap(exc) and time.monotonic() >= deadline:  # inside a native operation: the handler was not polled
+        if abort.is_set():
+            return CodeResult(status="aborted", error=abort.reason)
+        return CodeResult(status="timeout", error="timed out")
     if isinstance(exc, MemoryLimitError) or _memory_exhausted(instance):
         return CodeResult(status="oom", error=f"out of memory (ceiling {MEMORY_CEILING} bytes)")
     if isinstance(exc, wasmtime.Trap):
@@ -265,6 +305,20 @@ def _classify(exc: BaseException, why: list[str], instance: Any) -> CodeResult:
     return CodeResult(status="error", error=f"{type(exc).__name__}: {exc}")
 
 
+def _epoch_trap(exc: BaseException) -> bool:
+    """The store passed its epoch deadline (wasmtime's "interrupt" trap), however quickjs-rs wrapped it."""
+    import wasmtime
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # the trap, or what a cleanup that trapped again raised from it
+        if seen is None:
+            return False
+        if isinstance(seen, wasmtime.Trap) and seen.trap_code == wasmtime.TrapCode.INTERRUPT:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _memory_exhausted(instance: Any) -> bool:
     try:
         used: int = instance.mem.data_len(instance.store)  # quickjs-rs internals: untyped
@@ -274,12 +328,18 @@ def _memory_exhausted(instance: Any) -> bool:
 
 
 def _close(runtime: Any) -> None:
+    """Free every store of the run before its lease goes back, a trapped one (its wasm cannot run) too."""
     for context in list(runtime._contexts):
         try:
             context.close()
         except Exception:
             context._engine_ctx._inst.close()
             runtime._unregister_context(context)
+    for instance in list(runtime._engine_rt._instances):  # one that trapped while its context was made
+        try:
+            instance.close()  # closes its store; runs no wasm
+        except Exception:
+            pass
     try:
         runtime.close()
     except Exception:

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..definitions import MessageArgs, ToolDefinition
+from ..env import EnvWriteRefused
 from ..executor import ExecutionFailed, ExecutionResult
 from ..messages import SideName
 from ..runtime import Runtime, Thread
@@ -319,13 +320,21 @@ async def list_env(thread_id: ThreadId, srv: Srv, who: Who) -> EnvList:
     return EnvList(env=[EnvOut(name=v.name, type=v.type, value=v.value if v.type == "text" else None) for v in values])
 
 
-@router.put("/threads/{thread_id}/env/{name}", response_model=EnvOut, responses=_THREAD, tags=["threads"])
+@router.put(
+    "/threads/{thread_id}/env/{name}",
+    response_model=EnvOut,
+    responses=error_responses(401, 403, 404, 422),
+    tags=["threads"],
+)
 async def set_env(thread_id: ThreadId, name: EnvName, body: SetEnv, srv: Srv, who: Who) -> EnvOut:
-    """Set a thread env value. The answer never contains a secret's value."""
+    """Set a thread env value: the thread's owner may, as `state.set_env` may. The operator's names (a tool's
+    operator-only variables, names the operator configured) answer 403. The answer never contains a secret's value."""
     thread = await find_thread(srv, who, thread_id)
     state = thread.state
     try:
         await state.set_env(name, body.value, body.type)
+    except EnvWriteRefused as exc:
+        raise ApiError(403, "env_not_settable", exc.reason, "path.name") from None
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_env", str(exc), "body") from None
     kind = await state.env_type(name)

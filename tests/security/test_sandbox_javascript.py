@@ -6,12 +6,17 @@ sockets or environment, and imports only from the in-memory module map.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import threading
+import time
 
 import pytest
 
-from orchestrator.sandbox import MEMORY_CEILING, RESULT_LIMIT, run_code
+from orchestrator.sandbox import MEMORY_CEILING, RESULT_LIMIT, configure, run_code
+from orchestrator.sandbox.python import shutdown
+from orchestrator.settings import SandboxSettings
 
 _SECRET_NAME = "ORCH_SANDBOX_TEST_API_KEY"
 _SECRET = "sk-sandbox-js-5e1b7c9d2f4a8e60"
@@ -62,6 +67,69 @@ async def test_js_bombs_end_cleanly(name):
 async def test_js_deep_recursion_says_so():
     result = await run_code("function f() { return f() + 1 }\nexport default f", timeout=1.0)
     assert result.status == "error" and "call stack" in result.error
+
+
+# A native operation does not poll the interrupt handler: a naive search of a 64 Ki needle that
+# never matches, in a 1 Mi haystack (about a minute of work). Before the epoch deadline, the run
+# reported "timeout" after timeout + 2 s while its thread searched on, holding its budget share.
+_NATIVE_SEARCH = "console.log('searching'); export default 'a'.repeat(1 << 20).indexOf('a'.repeat(1 << 16) + 'b')"
+
+
+def _engine_threads() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == "sandbox-js")
+
+
+async def _until(condition, within: float) -> bool:
+    end = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+async def default_budget():
+    configure(SandboxSettings())  # 4 JavaScript runs, 512 MiB: four stuck runs held all of it
+    yield
+    configure(SandboxSettings())
+    await shutdown()  # the Python fork server belongs to this test's event loop
+
+
+async def test_js_a_native_operation_stops_at_its_timeout_and_frees_the_budget(default_budget):
+    await _still_works()  # the engine is compiled: the runs below reach their search well within 1 s
+    started = time.monotonic()
+    results = await asyncio.gather(*(run_code(_NATIVE_SEARCH, timeout=1.0) for _ in range(4)))
+    for result in results:  # the engine's own answer (its console is there), not the host giving up on it
+        assert (result.status, result.error, result.console) == ("timeout", "timed out", "searching\n")
+    assert time.monotonic() - started < 2.0
+    assert await _until(lambda: _engine_threads() == 0, 0.5)
+    js = await run_code("export default 6 * 7", timeout=0.5)  # before: "timed out ... waiting for a sandbox"
+    assert (js.status, js.value) == ("ok", 42), js.error
+    py = await run_code("6 * 7", language="python", timeout=5.0)
+    assert (py.status, py.value) == ("ok", 42), py.error
+
+
+async def test_js_abort_inside_a_native_operation_ends_it_by_its_deadline(default_budget):
+    await _still_works()
+    execution = run_code(_NATIVE_SEARCH, timeout=1.0)
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    execution.abort("stop it")
+    result = await execution
+    assert (result.status, result.error) == ("aborted", "stop it")
+    assert time.monotonic() - started < 1.5  # the engine ended at its deadline, before the host's 2 s grace
+    assert await _until(lambda: _engine_threads() == 0, 0.5)
+
+
+async def test_js_the_epoch_ticker_runs_only_while_runs_do():
+    await _still_works()
+    assert await _until(lambda: not any(t.name == "sandbox-epoch" for t in threading.enumerate()), 1.0)
+    execution = run_code("for (;;) {}", timeout=5.0)
+    assert await _until(lambda: any(t.name == "sandbox-epoch" for t in threading.enumerate()), 2.0)
+    execution.abort()
+    assert (await execution).status == "aborted"
+    assert await _until(lambda: not any(t.name == "sandbox-epoch" for t in threading.enumerate()), 1.0)
 
 
 @pytest.mark.parametrize(
