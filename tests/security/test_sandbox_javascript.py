@@ -93,7 +93,7 @@ async def default_budget():
     configure(SandboxSettings())  # 4 JavaScript runs, 512 MiB: four stuck runs held all of it
     yield
     configure(SandboxSettings())
-    await shutdown()  # the Python fork server belongs to this test's event loop
+    await shutdown()  # the Python workers belong to this test's event loop
 
 
 async def test_js_a_native_operation_stops_at_its_timeout_and_frees_the_budget(default_budget):
