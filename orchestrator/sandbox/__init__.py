@@ -182,6 +182,27 @@ class _AbortFlag:
             callback()
 
 
+class _Console:
+    """What a guest prints, kept up to `CONSOLE_LIMIT` characters (both engines write here)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
+
+    def add(self, text: str) -> None:
+        room = CONSOLE_LIMIT - self.size
+        if len(text) > room:
+            text, self.truncated = text[: max(room, 0)], True
+        if text:
+            self.parts.append(text)
+            self.size += len(text)
+
+    def fill(self, result: CodeResult) -> None:
+        result.console = "".join(self.parts)
+        result.console_truncated = self.truncated
+
+
 class CodeExecution:
     """A running execution: `await` it for the `CodeResult`, `abort()` to stop it."""
 

@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from ..extras import MissingExtra, require
-from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Request
+from . import MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Console, _Request
 from ._budget import Lease
 from ._epoch import EpochClock
 
@@ -183,19 +183,13 @@ def _configure_engine() -> EpochClock:
         return clock
 
 
-class _Console:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.size = 0
-        self.truncated = False
+def _console_line(console: _Console) -> Any:
+    """The host function behind the guest's `console.*`: one line per call, levels other than log/info marked."""
 
-    def write(self, level: str, text: str) -> None:
-        line = (text if level in ("log", "info") else f"[{level}] {text}") + "\n"
-        room = CONSOLE_LIMIT - self.size
-        if len(line) > room:
-            line, self.truncated = line[: max(room, 0)], True
-        self.parts.append(line)
-        self.size += len(line)
+    def write(level: str, text: str) -> None:
+        console.add((text if level in ("log", "info") else f"[{level}] {text}") + "\n")
+
+    return write
 
 
 def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
@@ -239,15 +233,14 @@ def _execute(request: _Request, abort: _AbortFlag) -> CodeResult:
                 pass
         finally:
             _close(runtime)
-    result.console = "".join(console.parts)
-    result.console_truncated = console.truncated
+    console.fill(result)
     result.report = {"engine": engine_version(), "memory_held_bytes": result.memory_used_bytes}
     return result
 
 
 def _evaluate(context: Any, request: _Request, console: _Console) -> CodeResult:
     if "console" in request.imports:
-        context.register("__sandbox_console", console.write, is_async=False)
+        context.register("__sandbox_console", _console_line(console), is_async=False)
         context.eval(_CONSOLE_PRELUDE)
     for name, value in request.globals.items():
         context.eval(f"globalThis[{json.dumps(name)}] = JSON.parse({json.dumps(json.dumps(value))});")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..extras import MissingExtra, require
-from . import CONSOLE_LIMIT, MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _jail, _Request
+from . import MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _Console, _jail, _Request
 from ._budget import Lease
 from ._python_source import Program, SourceError, prepare
 
@@ -50,23 +50,6 @@ def engine_version() -> str:
     from importlib.metadata import version
 
     return f"Monty {version('pydantic-monty-runtime')} (pydantic-monty)"
-
-
-class _Console:
-    """What the guest prints (stdout and stderr together), kept up to `CONSOLE_LIMIT` characters."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.size = 0
-        self.truncated = False
-
-    def write(self, stream: str, text: str) -> None:
-        room = CONSOLE_LIMIT - self.size
-        if len(text) > room:
-            text, self.truncated = text[: max(room, 0)], True
-        if text:
-            self.parts.append(text)
-            self.size += len(text)
 
 
 class _Pools:
@@ -170,8 +153,7 @@ async def _run_bounded(program: Program, request: _Request, abort: _AbortFlag) -
         result = CodeResult(status="aborted", error=abort.reason or "aborted")
     else:
         result = task.result()
-    result.console = "".join(console.parts)
-    result.console_truncated = console.truncated
+    console.fill(result)
     jailed = "a fresh worker process in a bubblewrap jail" if settings.python_jail == "bwrap" else "a fresh worker"
     result.report = {"engine": f"{engine_version()}, {jailed}", "memory_held_bytes": None}
     return result
@@ -196,9 +178,8 @@ async def _run(pool: pydantic_monty.AsyncMonty, program: Program, request: _Requ
             answer: object = None
             for index, snippet in enumerate(program.snippets):
                 last = index == len(program.snippets) - 1
-                answer = await session.feed_run(
-                    snippet.code, inputs=inputs if last else None, print_callback=console.write
-                )
+                printed = lambda _stream, text: console.add(text)  # noqa: E731  # stdout and stderr together
+                answer = await session.feed_run(snippet.code, inputs=inputs if last else None, print_callback=printed)
     except pydantic_monty.MontyError as exc:
         return _failure(exc, program)
     except RuntimeError as exc:  # the pool could not give a worker (it died while starting)
