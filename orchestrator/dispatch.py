@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from providers import model_json
+
 from . import tracing
 from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
 from .env import EnvNotFoundError
@@ -386,7 +388,9 @@ def _parse_arguments(
     a model, or an error result the model can read and correct."""
     text = (call.arguments or "").strip() or "{}"
     try:
-        args = json.loads(text)
+        args = model_json.loads(text)
+    except model_json.TooDeep as exc:
+        return None, ToolResult.fail(f"The arguments of {call.name!r} {exc}: send them with less nesting.")
     except json.JSONDecodeError as exc:
         return None, ToolResult.fail(
             f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object."

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import model_json
 from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
 from .stream import (
@@ -312,6 +313,6 @@ def _input(fragments: list[str], start: Any) -> Any:
         return start if start is not None else {}
     text = "".join(fragments)
     try:
-        return json.loads(text)
+        return model_json.loads(text)
     except ValueError:
         return {"_raw": text}  # kept visible rather than dropped; the provider sees it verbatim on the next turn
