@@ -161,7 +161,7 @@ def warm_up() -> None:
     )
 
 
-def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
+def stream_events(request: AnthropicRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
     """Yield each event's data as a dict; every failure is a LiteLLM exception (see `sse_json`).
 
     The stream's end marker is `message_stop`. An `error` event is mapped by its type
@@ -178,6 +178,7 @@ def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
         ends=lambda event: event.get("type") == "message_stop",
         cut="Anthropic stream ended before message_stop",
         http_error=_http_error,
+        max_answer_bytes=max_answer_bytes,
     )
 
 
