@@ -65,8 +65,10 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
         return None
     import yaml
 
+    from providers.yaml_source import parse_yaml
+
     try:
-        data: Any = yaml.safe_load(tokens_file.read_text(encoding="utf-8"))
+        data: Any = parse_yaml(tokens_file.read_text(encoding="utf-8"))[0]
     except (OSError, yaml.YAMLError) as exc:
         raise click.BadParameter(f"{tokens_file}: {exc}", param_hint="--tokens-file") from None
     except UnicodeDecodeError:
