@@ -38,6 +38,7 @@ from . import tracing
 from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
 from .env import EnvNotFoundError
 from .messages import Message, SideName, ToolCall, new_id
+from .mime import mime_problem
 from .results import AttachmentRef, ToolAttachment, ToolResult
 from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError, bind_call
@@ -314,6 +315,8 @@ class Dispatcher:
             return result
         decoded: list[tuple[ToolAttachment, bytes]] = []
         for item in result.attachments:
+            if (problem := mime_problem(item.mime_type)) is not None:  # it becomes a header when downloaded
+                return ToolResult.fail(f"Tool {name!r} returned a bad attachment {item.name!r}: {problem}")
             if isinstance(item, ToolAttachment):
                 problem, data = _decode_attachment(item, self._settings.max_attachment_bytes)
                 if problem:

@@ -8,14 +8,20 @@ docs/server.md promises no 500s: deep or unserializable input is refused
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from support import Q, chat_definitions
 
+from orchestrator import ToolAttachment, ToolResult, define_tool
+from orchestrator.results import AttachmentRef
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
 from orchestrator.server.schemas import MAX_JSON_DEPTH
+from providers.scripted import ScriptedCall, ScriptedResponse
 
 JSON = {"Content-Type": "application/json"}
 
@@ -103,3 +109,59 @@ def test_a_secret_too_short_to_redact_is_refused_over_http(client: TestClient, t
     assert res.status_code == 422 and "at least 4 characters" in res.json()["error"]["message"]
     assert client.get(f"/threads/{thread_id}/env").json()["env"] == []
     assert client.put(f"/threads/{thread_id}/env/PIN", json={"value": "abc", "type": "text"}).status_code == 200
+
+
+# -- attachments' types (issue 43, item 5) -------------------------------------------------------
+#
+# A tool's attachment (that is, model output) with CR/LF in its MIME type was stored as it came,
+# and its download route then failed with no response at all (the type became a header). Types are
+# now checked when an attachment is stored (RFC 6838 `type/subtype`, parameters as RFC 9110 has
+# them, no controls), and a type stored before that is served as a download, never as a header.
+
+BAD_TYPES = ["text/plain\r\nSet-Cookie: x=1", "image/png\n", "text/html\x00", "text", "/png", "ima ge/png", "a/b;c"]
+GOOD_TYPES = ["image/png", "application/vnd.api+json", "text/plain; charset=utf-8", 'text/plain;format="flowed"']
+
+
+def _attaching(mime: str) -> Any:
+    async def attach(state: Any, args: Q) -> ToolResult:
+        data = base64.b64encode(b"hello").decode()
+        return ToolResult.ok("made it", attachments=[ToolAttachment(name="a.txt", mime_type=mime, data=data)])
+
+    return define_tool(description="Attach a file", args=Q, execute=attach)
+
+
+@pytest.mark.parametrize("mime", BAD_TYPES)
+async def test_a_tool_attachment_with_a_bad_type_is_an_error_result_naming_the_field(
+    make_runtime: Any, mime: str
+) -> None:
+    defs = chat_definitions({"attach": _attaching(mime)}, ("attach",))
+    script = [ScriptedResponse(tool_calls=[ScriptedCall("attach", {"q": "x"})]), ScriptedResponse(text="ok")]
+    rt, _ = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    [result] = [m for m in (await thread.get_messages(include_silent=True)).messages if m.role == "tool"]
+    assert result.tool_status == "error" and "mime_type" in (result.content or ""), result.content
+    assert result.attachments == []
+
+
+@pytest.mark.parametrize("mime", GOOD_TYPES)
+async def test_a_tool_attachment_with_a_good_type_is_stored(make_runtime: Any, mime: str) -> None:
+    defs = chat_definitions({"attach": _attaching(mime)}, ("attach",))
+    script = [ScriptedResponse(tool_calls=[ScriptedCall("attach", {"q": "x"})]), ScriptedResponse(text="ok")]
+    rt, _ = await make_runtime(defs, script)
+    thread = await rt.create_thread("chat")
+    await thread.send("go")
+    [result] = [m for m in (await thread.get_messages(include_silent=True)).messages if m.role == "tool"]
+    assert result.tool_status == "success" and [a.mime_type for a in result.attachments] == [mime]
+
+
+@pytest.mark.parametrize("mime", BAD_TYPES[:3])
+def test_a_bad_type_stored_before_the_check_is_served_as_a_download(
+    client: TestClient, thread_id: str, runtime: Runtime, mime: str
+) -> None:
+    ref = AttachmentRef(id="file_old", name="old.txt", mime_type=mime, size=5)
+    client.portal.call(runtime.storage.put_file, thread_id, ref, b"hello")  # type: ignore[union-attr]
+    res = client.get(f"/threads/{thread_id}/files/file_old")
+    assert res.status_code == 200 and res.content == b"hello"
+    assert res.headers["content-type"] == "application/octet-stream"
+    assert "set-cookie" not in res.headers and res.headers["content-disposition"].startswith("attachment")
