@@ -9,7 +9,9 @@ docs/server.md promises no 500s: deep or unserializable input is refused
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -165,3 +167,53 @@ def test_a_bad_type_stored_before_the_check_is_served_as_a_download(
     assert res.status_code == 200 and res.content == b"hello"
     assert res.headers["content-type"] == "application/octet-stream"
     assert "set-cookie" not in res.headers and res.headers["content-disposition"].startswith("attachment")
+
+
+# -- /docs (issue 43, item 5) -------------------------------------------------------------------
+#
+# FastAPI's /docs and /redoc were served to anyone, without a CSP, loading Swagger UI and ReDoc from a
+# CDN at a floating version without integrity, on the origin where the page keeps its token in
+# localStorage. They are off; `docs=True` (`serve --docs`) serves a page that loads one pinned release,
+# integrity-checked, with no inline script, under the page's CSP widened by that release's path only.
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/docs/oauth2-redirect"])
+def test_api_docs_are_not_served_unless_asked_for(client: TestClient, path: str) -> None:
+    assert client.get(path).status_code == 404
+    assert client.get("/openapi.json").status_code == 200  # the API's shape: clients build from it
+
+
+def test_docs_when_asked_for_load_only_integrity_checked_scripts_under_a_csp(runtime: Runtime) -> None:
+    from orchestrator.server.docs import SWAGGER_UI
+    from orchestrator.server.guard import DOCS_CSP
+
+    app = create_app(runtime, tokens={}, own_runtime=True, docs=True)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        res = client.get("/docs")
+        assert client.get("/redoc").status_code == 404
+    assert res.status_code == 200 and "text/html" in res.headers["content-type"]
+    policy = res.headers["content-security-policy"]
+    assert policy == DOCS_CSP and "unsafe" not in policy and "default-src 'none'" in policy
+    assert "@5/" not in res.text  # a pinned release, not whatever the CDN serves as 5 today
+    tags = re.findall(r"<(script|link)\b([^>]*)>", res.text)
+    external = [attrs for _, attrs in tags if "https://" in attrs]
+    assert len(external) == 2 and all('integrity="sha384-' in attrs for attrs in external)
+    assert all(" src=" in attrs for tag, attrs in tags if tag == "script")  # no inline script
+    assert all(url.startswith(SWAGGER_UI) for url in re.findall(r'"(https://[^"]+)"', res.text))
+
+
+def test_serve_docs_flag_serves_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from click.testing import CliRunner
+
+    from orchestrator.server.cli import serve
+
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: apps.append(self.config.app))
+    root = Path(__file__).resolve().parents[2]
+    for flags in ([], ["--docs"]):
+        args = ["--path", str(root / "agents"), "--config", str(root / "configs/default.yaml"), "--db", ":memory:"]
+        result = CliRunner().invoke(serve, [*args, *flags])
+        assert result.exit_code == 0, result.output
+    served = [TestClient(app, base_url="http://127.0.0.1").get("/docs").status_code for app in apps]  # no lifespan
+    assert served == [404, 200]
