@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from providers import model_json
+
 if TYPE_CHECKING:
     from .executor import ExecutionResult
     from .messages import SideName
@@ -68,8 +70,8 @@ async def calls_made(thread: Thread, *, include_nested: bool = False) -> list[Ca
             continue
         for call in message.tool_calls or []:
             try:
-                arguments = json.loads(call.arguments or "{}")
-            except json.JSONDecodeError:
+                arguments = model_json.loads(call.arguments or "{}")
+            except ValueError:  # invalid or too deep: the text as the model sent it
                 arguments = call.arguments
             calls.append(CallMade(call.name, arguments, message.side, message.depth))
     return calls

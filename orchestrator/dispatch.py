@@ -32,10 +32,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from providers import model_json
+
 from . import tracing
 from .definitions import AgentDefinition, PromptDefinition, ToolDefinition
 from .env import EnvNotFoundError
 from .messages import Message, SideName, ToolCall, new_id
+from .mime import mime_problem
 from .results import AttachmentRef, ToolAttachment, ToolResult
 from .schema import drop_null_defaults
 from .state import ThreadState, ToolCallContext, ToolUseError, bind_call
@@ -312,6 +315,8 @@ class Dispatcher:
             return result
         decoded: list[tuple[ToolAttachment, bytes]] = []
         for item in result.attachments:
+            if (problem := mime_problem(item.mime_type)) is not None:  # it becomes a header when downloaded
+                return ToolResult.fail(f"Tool {name!r} returned a bad attachment {item.name!r}: {problem}")
             if isinstance(item, ToolAttachment):
                 problem, data = _decode_attachment(item, self._settings.max_attachment_bytes)
                 if problem:
@@ -386,7 +391,9 @@ def _parse_arguments(
     a model, or an error result the model can read and correct."""
     text = (call.arguments or "").strip() or "{}"
     try:
-        args = json.loads(text)
+        args = model_json.loads(text)
+    except model_json.TooDeep as exc:
+        return None, ToolResult.fail(f"The arguments of {call.name!r} {exc}: send them with less nesting.")
     except json.JSONDecodeError as exc:
         return None, ToolResult.fail(
             f"Invalid JSON in the arguments of {call.name!r}: {exc.msg} at position {exc.pos}. Send one JSON object."

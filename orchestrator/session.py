@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from providers import model_json
+
 from .executor import ExecutionResult
 from .messages import Message
 from .runtime import Runtime, Thread
@@ -90,7 +92,7 @@ def _calls_then_answers(messages: Sequence[Message]) -> list[Message]:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text or "{}")
+        return model_json.loads(text or "{}")
     except ValueError:
         return text
 

@@ -13,6 +13,8 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from providers import model_json
+
 from .messages import Message, SideName, ToolCall
 
 #: Sent when a side would otherwise open with no user message (the first turn
@@ -97,7 +99,7 @@ class _Context:
 
 def _arguments(text: str) -> str:
     try:
-        return text if isinstance(json.loads(text or "{}"), dict) else "{}"
+        return text if isinstance(model_json.loads(text or "{}"), dict) else "{}"
     except ValueError:
         return "{}"
 

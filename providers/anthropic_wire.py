@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import model_json
 from .litellm_params import editable_copy, optional_params
 from .sse_json import json_events
 from .stream import (
@@ -160,7 +161,7 @@ def warm_up() -> None:
     )
 
 
-def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
+def stream_events(request: AnthropicRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
     """Yield each event's data as a dict; every failure is a LiteLLM exception (see `sse_json`).
 
     The stream's end marker is `message_stop`. An `error` event is mapped by its type
@@ -177,6 +178,7 @@ def stream_events(request: AnthropicRequest) -> AsyncIterator[dict[str, Any]]:
         ends=lambda event: event.get("type") == "message_stop",
         cut="Anthropic stream ended before message_stop",
         http_error=_http_error,
+        max_answer_bytes=max_answer_bytes,
     )
 
 
@@ -312,6 +314,6 @@ def _input(fragments: list[str], start: Any) -> Any:
         return start if start is not None else {}
     text = "".join(fragments)
     try:
-        return json.loads(text)
+        return model_json.loads(text)
     except ValueError:
         return {"_raw": text}  # kept visible rather than dropped; the provider sees it verbatim on the next turn

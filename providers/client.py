@@ -21,6 +21,7 @@ from typing import Any
 from tenacity import AsyncRetrying, AttemptManager, RetryCallState, retry_if_exception, stop_after_attempt
 
 from . import anthropic_wire, gemini_wire, openai_wire, request_memo
+from .answer_size import AnswerSize
 from .call_ids import CallIndex
 from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
 from .deadline import IdleDeadline
@@ -356,13 +357,14 @@ class ModelClient:
         try:
             provider = self.config.resolve_provider(model.provider)
             kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
-            tally = _Tally(info)
-            chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
-            try:
-                source = chunks.__aiter__()
-                # One deadline, moved per chunk (a wait_for per chunk costs a task each);
-                # lifted while the consumer holds an item, so only the provider's gaps count.
-                async with IdleDeadline(model.timeout) as deadline:
+            tally, size = _Tally(info), AnswerSize(model.max_answer_bytes)
+            # One deadline for the gaps and the whole answer, moved per chunk (a wait_for per chunk costs
+            # a task each); the gap's is lifted while the consumer holds an item.
+            async with IdleDeadline(model.timeout, total=model.total_timeout) as deadline:
+                deadline.waiting()  # from the request on: the first byte counts too
+                chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
+                try:
+                    source = chunks.__aiter__()
                     while True:
                         deadline.waiting()
                         try:
@@ -375,9 +377,11 @@ class ModelClient:
                             raise
                         deadline.holding()
                         for item in absorb(chunk):
+                            size.add(item)  # a flood stops here, on every path
                             yield item
-            finally:
-                await _close(chunks)
+                finally:
+                    deadline.holding()
+                    await _close(chunks)
         finally:
             places.release()
         if tally.tap is not None:
@@ -430,23 +434,25 @@ async def _open_stream(
     provider has one, else LiteLLM's stream (whose events the tally's tap observes)."""
     wire = provider.stream == "auto" and provider.type in WIRE_TYPES
     early = recall_request(kwargs) if wire and not _litellm_ready() else None
+    cap = model.max_answer_bytes  # the runtime's readers also refuse one event larger than it could need
     if early is not None:  # LiteLLM still importing: the request it built last time (providers/request_memo.py)
-        return stream_chunks(early), tally.absorb_wire
+        return stream_chunks(early, max_answer_bytes=cap), tally.absorb_wire
     _litellm()  # configured before any part of it is imported
-    native = await _native_stream(provider, kwargs, tally)
+    native = await _native_stream(provider, kwargs, tally, cap)
     if native is not None:
         return native
     if wire:
-        return stream_chunks(build_request(kwargs, secrets=provider.secrets)), tally.absorb_wire
-    # LiteLLM's timeout covers the HTTP layer; the deadline here and in `_one_request` also bounds
-    # first byte and every gap between chunks, whatever transport (or mock).
-    async with asyncio.timeout(model.timeout):  # a deadline, not wait_for's extra task
-        chunks = await _litellm().acompletion(**kwargs)
+        return stream_chunks(build_request(kwargs, secrets=provider.secrets), max_answer_bytes=cap), tally.absorb_wire
+    # LiteLLM's timeout covers the HTTP layer; the caller's deadline also bounds the first byte, every gap
+    # between chunks and the whole answer, whatever transport (or mock).
+    chunks = await _litellm().acompletion(**kwargs)
     tally.tap = tap_for(info, chunks)
     return chunks, tally.absorb
 
 
-async def _native_stream(provider: ResolvedProvider, kwargs: dict[str, Any], tally: _Tally) -> _NativeStream | None:
+async def _native_stream(
+    provider: ResolvedProvider, kwargs: dict[str, Any], tally: _Tally, cap: int
+) -> _NativeStream | None:
     """The runtime's own reader for `type: anthropic` and `type: gemini`, unless the provider says
     `stream: litellm` or the request needs what only LiteLLM's stream does (see each module's `supports`).
     The reader knows its provider's stop reasons and usage; the tally copies them after each event."""
@@ -455,10 +461,11 @@ async def _native_stream(provider: ResolvedProvider, kwargs: dict[str, Any], tal
         return None
     if provider.type == "anthropic" and anthropic_wire.supports(kwargs):
         request = anthropic_wire.build_request(kwargs)
-        reader, events = anthropic_wire.AnthropicReader(request.tool_names), anthropic_wire.stream_events(request)
+        reader = anthropic_wire.AnthropicReader(request.tool_names)
+        events = anthropic_wire.stream_events(request, max_answer_bytes=cap)
     elif provider.type == "gemini" and gemini_wire.supports(kwargs):
         reader = gemini_wire.GeminiReader()
-        events = gemini_wire.stream_events(await gemini_wire.build_request(kwargs))
+        events = gemini_wire.stream_events(await gemini_wire.build_request(kwargs), max_answer_bytes=cap)
     else:
         return None
 

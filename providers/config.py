@@ -48,6 +48,12 @@ IN_PROCESS_BASE_URL = "http://in-process.invalid/v1"
 BUILTIN_TEST_ALIAS = "test"
 """A model alias every config has unless it defines its own: `providers.test_model.TestModel`, offline."""
 _BUILTIN_PROVIDER = "offline"
+DEFAULT_TOTAL_TIMEOUT = 600.0
+"""`total_timeout`: ten minutes, the whole-request timeout the OpenAI and Anthropic SDKs default to; a model
+writing its longest answer (a reasoning model at 32k+ tokens) may need more, set per model."""
+DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""`max_answer_bytes`: 16 MiB, some 30 times the longest answer a model's output limit allows (128k tokens,
+about 0.5 MB), and small enough that a flood stops long before it threatens a host's memory."""
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -130,7 +136,19 @@ class ModelConfig(_Strict):
     model: str
     fallbacks: list[str] = Field(default_factory=list)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    timeout: float = Field(60.0, gt=0)
+    timeout: float = Field(
+        60.0, gt=0, description="seconds the provider may stay silent: before the first chunk and between chunks"
+    )
+    total_timeout: float = Field(
+        DEFAULT_TOTAL_TIMEOUT,
+        gt=0,
+        description="seconds one answer may take in all, from the request to its end, however steadily it streams",
+    )
+    max_answer_bytes: int = Field(
+        DEFAULT_MAX_ANSWER_BYTES,
+        ge=1024,
+        description="bytes (UTF-8) of one answer's text, reasoning, refusal, tool arguments and provider blocks",
+    )
     params: dict[str, Any] = Field(default_factory=dict)
     price: Price | None = None
     supports_images: bool = False

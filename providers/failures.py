@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["Failure", "StreamCut", "classify_error", "retry_after", "scrub"]
+__all__ = ["AnswerTooLarge", "Failure", "StreamCut", "classify_error", "retry_after", "scrub"]
 
 _KEY_PATTERN = re.compile(
     r"\b(sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}|AIza[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{8,}|gsk_[A-Za-z0-9]{8,})"
@@ -46,11 +46,16 @@ _BY_CLASS = {
     "TimeoutError": ("timeout", None, True),
     "StreamCut": ("stream_cut", None, True),
     "StreamContradiction": ("stream_invalid", None, True),
+    "AnswerTooLarge": ("too_large", None, False),
 }
 
 
 class StreamCut(Exception):
     """The stream ended without the provider's own end marker: never an answer (retried)."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer passed its model's `max_answer_bytes` (see `answer_size`): cut, not retried, fallbacks tried."""
 
 
 def classify_error(exc: BaseException) -> Failure:

@@ -139,7 +139,7 @@ def warm_up() -> None:
     )
 
 
-def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
+def stream_events(request: GeminiRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
     """Yield each `GenerateContentResponse` chunk as a dict; every failure is a LiteLLM exception (see `sse_json`).
 
     The end marker is a candidate with a `finishReason` (or a prompt blocked by `promptFeedback.blockReason`).
@@ -152,6 +152,7 @@ def stream_events(request: GeminiRequest) -> AsyncIterator[dict[str, Any]]:
         ends=_ends,
         cut="Gemini stream ended before a finishReason",
         http_error=_http_error,
+        max_answer_bytes=max_answer_bytes,
     )
 
 

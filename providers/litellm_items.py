@@ -10,10 +10,10 @@ in `provider_specific_fields`. `tap_for` chooses the raw-event tap for a respons
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from . import model_json
 from .call_ids import split_signature
 from .litellm_tap import RawTap
 from .openai_wire import inband_error
@@ -129,7 +129,7 @@ def _as_block(key: str, entry: Any) -> dict[str, Any]:
 
     function = data.get("function") or {}
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
+        arguments = model_json.loads(function.get("arguments") or "{}")
     except ValueError:
         arguments = {"_raw": function.get("arguments")}
     return {"type": "server_tool_use", "id": data.get("id"), "name": function.get("name"), "input": arguments}

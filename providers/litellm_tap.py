@@ -27,6 +27,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from . import model_json
 from .stream import ProviderBlock, RefusalDelta, StreamItem
 
 __all__ = ["RawTap"]
@@ -184,7 +185,7 @@ class RawTap:
             block, parts = self._blocks.pop(event["index"])
             if parts:
                 try:
-                    block["input"] = json.loads("".join(parts))
+                    block["input"] = model_json.loads("".join(parts))
                 except ValueError:
                     block["input"] = {"_raw": "".join(parts)}
             self._pending.append(ProviderBlock(block))

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import IN_PROCESS_BASE_URL
 from .scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
+from .yaml_source import parse_yaml
 
 __all__ = ["ResponseSpec", "Script", "describe_answerer", "in_process_client", "load_script", "offline_answerer"]
 
@@ -98,7 +99,7 @@ def load_script(path: str | Path) -> Script:
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the script: {exc.strerror or exc}") from None
     try:
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        raw = json.loads(text) if path.suffix == ".json" else parse_yaml(text)[0]  # aliases refused
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}, line {exc.lineno}: not valid JSON: {exc.msg}") from None
     except yaml.YAMLError as exc:

@@ -30,6 +30,8 @@ from typing import Any
 from httpx_sse import EventSource
 
 from . import request_memo
+from .answer_size import bound
+from .failures import AnswerTooLarge
 from .finish import inband_status
 from .sse_json import close_response
 
@@ -126,14 +128,15 @@ def warm_up() -> None:
     )
 
 
-async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
+async def stream_chunks(request: WireRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
     """Yield each `chat.completion.chunk` as a dict; every failure is a LiteLLM exception.
 
     The end markers of this wire are `data: [DONE]` and a `finish_reason`: a body
     that ends (cleanly or not) before either is a cut stream; a stream that ends
     with `[DONE]` but no finish_reason (Snowflake Cortex) is a finished answer, and
     a connection dropped after a finish_reason keeps the answer. An in-band
-    `{"error": ...}` is mapped by the status or type it carries.
+    `{"error": ...}` is mapped by the status or type it carries. One event larger than
+    `max_answer_bytes` could need is refused unread (`answer_size.BoundedEvents`).
     """
     import httpx
 
@@ -144,7 +147,7 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
         response = await client.post(
             request.url, json=request.body, headers=request.headers, timeout=request.timeout, stream=True
         )
-        async for event in EventSource(response).aiter_sse():
+        async for event in EventSource(bound(response, max_answer_bytes)).aiter_sse():
             if event.data == "[DONE]":
                 finished = True
                 continue  # read on to the end of the body, so the connection is reusable
@@ -160,6 +163,8 @@ async def stream_chunks(request: WireRequest) -> AsyncIterator[dict[str, Any]]:
             raise _mapped(request.model, exc) from None
     except _InBand as exc:
         raise exc.mapped from None
+    except AnswerTooLarge:
+        raise  # ours, not the provider's: no status for LiteLLM to map
     except Exception as exc:
         raise _mapped(request.model, exc) from None
     finally:

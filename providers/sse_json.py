@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from httpx_sse import EventSource
 
+from .answer_size import bound
+from .failures import AnswerTooLarge
+
 if TYPE_CHECKING:
     import httpx
 
@@ -29,8 +32,10 @@ async def json_events(
     ends: Callable[[Event], bool],
     cut: str,
     http_error: HttpError,
+    max_answer_bytes: int | None = None,
 ) -> AsyncIterator[Event]:
-    """Yield each event's data; `inband_error` says which events are failures, `ends` which is the end marker."""
+    """Yield each event's data; `inband_error` says which events are failures, `ends` which is the end marker.
+    One event larger than `max_answer_bytes` could need is refused unread (`answer_size.BoundedEvents`)."""
     import httpx
     from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
 
@@ -41,7 +46,7 @@ async def json_events(
         response = await client.post(
             request.url, content=request.content, headers=request.headers, timeout=request.timeout, stream=True
         )
-        async for sse in EventSource(response).aiter_sse():
+        async for sse in EventSource(bound(response, max_answer_bytes)).aiter_sse():
             if not sse.data:
                 continue
             event = json.loads(sse.data)
@@ -55,6 +60,8 @@ async def json_events(
     except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
         if not finished:
             raise await _mapped(provider, request.model, exc, http_error) from None
+    except AnswerTooLarge:
+        raise  # ours, not the provider's: no status for LiteLLM to map
     except Exception as exc:
         raise await _mapped(provider, request.model, exc, http_error) from None
     finally:

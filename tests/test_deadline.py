@@ -100,3 +100,51 @@ def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
 
     with pytest.raises(asyncio.CancelledError):
         _run(main)
+
+
+def test_chunks_within_the_timeout_still_end_at_the_total() -> None:
+    async def main(loop: _ClockLoop) -> int:
+        chunks = 0
+        async with IdleDeadline(1.0, total=5.0) as deadline:
+            while chunks < 100:  # a chunk every 0.9 s: no gap times out
+                deadline.waiting()
+                loop.now += 0.9
+                await _turns()
+                deadline.holding()
+                chunks += 1
+        return chunks
+
+    with pytest.raises(TimeoutError, match="more than 5 s in all"):
+        _run(main)
+
+
+def test_a_total_passing_while_the_consumer_holds_an_item_ends_the_answer_at_the_next_read() -> None:
+    reached: list[str] = []
+
+    async def main(loop: _ClockLoop) -> None:
+        async with IdleDeadline(1.0, total=5.0) as deadline:
+            deadline.waiting()
+            loop.now += 0.5
+            await _turns()
+            deadline.holding()
+            loop.now += 10.0  # the consumer's, e.g. a hook: not cancelled
+            await _turns()
+            reached.append("the consumer's item")
+            deadline.waiting()
+            await _turns()
+            reached.append("a read after the total")
+
+    with pytest.raises(TimeoutError, match="total_timeout"):
+        _run(main)
+    assert reached == ["the consumer's item"]
+
+
+def test_a_gap_past_the_timeout_says_it_was_the_gap() -> None:
+    async def main(loop: _ClockLoop) -> None:
+        async with IdleDeadline(1.0, total=600.0) as deadline:
+            deadline.waiting()
+            loop.now += 1.5
+            await _turns()
+
+    with pytest.raises(TimeoutError, match="sent nothing for 1 s"):
+        _run(main)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from providers import model_json
+
 from .. import checks as c
 from ..session import transcript
 from .suite import (
@@ -168,7 +170,7 @@ async def _judge(suite: Suite, check: JudgeCheck, thread: Thread, spent: Spent, 
 def parse_verdict(answer: str) -> c.CheckResult:
     found = re.search(r"\{.*\}", answer, flags=re.DOTALL)
     try:
-        data = json.loads(found.group(0)) if found else None
+        data = model_json.loads(found.group(0)) if found else None
     except ValueError:
         data = None
     if not isinstance(data, dict) or str(data.get("verdict", "")).lower() not in ("pass", "fail"):

@@ -153,12 +153,16 @@ class _ScriptFile(_Strict):
     scenarios: dict[str, _ScriptedScenario]
 
 
+SCRIPT_VALUES = 100_000
+"""Values an eval script may hold with its aliases written out: anchors share answers between
+scenarios (docs/evals.md); a bomb of them is refused before it expands."""
+
 ScriptFunction = Callable[[str, int], ScenarioScript]
 """(scenario id, run index) -> what each voice answers in that run."""
 
 
 def load_script(path: Path) -> ScriptFunction:
-    data, marks = read_yaml(path, "eval script", ScriptError)
+    data, marks = read_yaml(path, "eval script", ScriptError, aliases_up_to=SCRIPT_VALUES)
     try:
         script = _ScriptFile.model_validate(data)
     except ValidationError as exc:

@@ -1,4 +1,8 @@
-"""YAML read with line numbers, so a pydantic error can name the line to edit."""
+"""YAML read with line numbers, so a pydantic error can name the line to edit.
+
+Read by the project's one YAML loader (`providers.yaml_source.parse_yaml`): aliases are refused,
+or bounded where a file kind documents anchors (eval scripts: `aliases_up_to`).
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,24 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from providers.yaml_source import parse_yaml
+
 __all__ = ["Marks", "describe_errors", "read_yaml", "where"]
 
 Marks = dict[tuple[Any, ...], int]
 
 
-def read_yaml(path: Path, what: str, error: type[ValueError]) -> tuple[dict[str, Any], Marks]:
-    """The mapping at the top of `path` and the line of every key and item in it."""
+def read_yaml(
+    path: Path, what: str, error: type[ValueError], *, aliases_up_to: int | None = None
+) -> tuple[dict[str, Any], Marks]:
+    """The mapping at the top of `path` and the line of every key and item in it (see `parse_yaml` for
+    `aliases_up_to`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise error(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, node = parse_yaml(text, aliases_up_to=aliases_up_to)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         place = f"{path}, line {mark.line + 1}" if mark else str(path)

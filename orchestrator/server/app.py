@@ -18,6 +18,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from ..runtime import Runtime
+from . import docs as api_docs
 from . import files, routes, ws
 from .auth import Authenticator, load_tokens
 from .errors import install_error_handlers
@@ -47,6 +48,7 @@ def create_app(
     broker: Any = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
+    docs: bool = False,
 ) -> FastAPI:
     """The server for `runtime`. Tokens (`{token: user_id}`) join those of env
     ORCHESTRATOR_TOKENS; with none at all the server is open. `own_runtime`:
@@ -55,7 +57,8 @@ def create_app(
     the executions and this process only serves (see docs/deployment.md).
     `allowed_hosts`: the `Host` names served (None: any; `orchestrator serve`
     passes the loopback names when bound to loopback); `allowed_origins`:
-    other origins whose pages may write and open sockets (see guard.py)."""
+    other origins whose pages may write and open sockets (see guard.py); `docs`: serve the API's
+    Swagger UI at `/docs` (see docs.py; FastAPI's own `/docs` and `/redoc` are never served)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
     if (temporal is None) != (broker is None):
@@ -66,12 +69,17 @@ def create_app(
         version=_version(),
         lifespan=_lifespan(state, own_runtime=own_runtime, temporal=temporal, broker=broker),
         description="Create threads, run two-sided agents and watch them on a WebSocket (`/threads/{id}/events`).",
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
     )
     app.state.server = state
     install_error_handlers(app)
     app.include_router(routes.router)
     app.include_router(ws.router)
     app.include_router(files.router)
+    if docs:
+        app.include_router(api_docs.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)

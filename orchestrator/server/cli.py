@@ -65,8 +65,10 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
         return None
     import yaml
 
+    from providers.yaml_source import parse_yaml
+
     try:
-        data: Any = yaml.safe_load(tokens_file.read_text(encoding="utf-8"))
+        data: Any = parse_yaml(tokens_file.read_text(encoding="utf-8"))[0]
     except (OSError, yaml.YAMLError) as exc:
         raise click.BadParameter(f"{tokens_file}: {exc}", param_hint="--tokens-file") from None
     except UnicodeDecodeError:
@@ -175,6 +177,11 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
     type=click.IntRange(1),
     help="Open connections at most; more are closed at once (kept under the file descriptor limit).",
 )
+@click.option(
+    "--docs",
+    is_flag=True,
+    help="Serve the API's Swagger UI at /docs (loaded from a CDN, pinned and integrity-checked).",
+)
 def _serve(
     path: Path,
     config: tuple[str, ...],
@@ -195,6 +202,7 @@ def _serve(
     allowed_origins: tuple[str, ...],
     request_timeout: float,
     max_connections: int,
+    docs: bool,
 ) -> None:
     """Serve the HTTP API, the per-thread WebSocket and the watch page.
 
@@ -217,7 +225,7 @@ def _serve(
             else (None, None)
         )
         hosts = list(allowed_hosts) or (list(LOOPBACK_HOSTS) if is_loopback(host) else None)
-        app = _app(runtime, tokens, max_body_bytes, options, broker, hosts, allowed_origins)
+        app = _app(runtime, tokens, max_body_bytes, options, broker, hosts, allowed_origins, docs=docs)
         if not app.state.server.auth.enabled and not is_loopback(host):
             raise click.UsageError(
                 f"no tokens configured: refusing to serve on {host}, where anyone who can reach it would see "
@@ -243,6 +251,8 @@ def _app(
     broker: RedisBroker | None,
     hosts: list[str] | None,
     origins: tuple[str, ...],
+    *,
+    docs: bool = False,
 ) -> FastAPI:
     from .app import create_app
 
@@ -255,6 +265,7 @@ def _app(
         broker=broker,
         allowed_hosts=hosts,
         allowed_origins=origins,
+        docs=docs,
     )
 
 

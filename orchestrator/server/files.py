@@ -4,7 +4,8 @@ Same rules as every thread route (`find_thread`: 404 for a thread that is
 missing or someone else's). File names and types come from tools, which is to
 say from model output: hostile. So a file is served with `nosniff`, a sandboxing
 CSP, and `Content-Disposition: attachment` unless it is a raster image a browser
-can only draw; active types (HTML, SVG, XML, scripts) go out as
+can only draw; active types (HTML, SVG, XML, scripts), and a type that is not one
+(stored before types were checked, `orchestrator/mime.py`), go out as
 `application/octet-stream`, and the name is sent RFC 6266-encoded.
 """
 
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import Response
 from pydantic import BaseModel
 
+from ..mime import mime_problem
 from ..results import AttachmentRef
 from ..storage.base import NotFoundError
 from .errors import ApiError, error_responses
@@ -89,7 +91,9 @@ async def get_file(thread_id: ThreadId, file_id: FileId, srv: Srv, who: Who) -> 
 
 
 def _served_type(declared: str) -> str:
+    if mime_problem(declared) is not None:  # never a header of its own making
+        return "application/octet-stream"
     kind = declared.split(";", 1)[0].strip().lower()
-    if "/" not in kind or any(word in kind for word in _ACTIVE):
+    if any(word in kind for word in _ACTIVE):
         return "application/octet-stream"
     return kind

@@ -16,7 +16,8 @@ elsewhere:
   multipart) is refused (415): the API reads JSON only. Clients that are not
   browsers send no `Origin` and are unaffected.
 - The page: a Content-Security-Policy without inline script, no framing,
-  no MIME sniffing, no referrer.
+  no MIME sniffing, no referrer. `/docs`, when served (docs.py), has the same
+  policy, widened by the one pinned Swagger UI release it loads.
 
 The WebSocket's Origin check lives in ws.py (`origin_allowed` here).
 """
@@ -27,12 +28,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from .docs import DOCS_PATH, SWAGGER_UI
 from .errors import error_response
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+DOCS_CSP = PAGE_CSP.replace("script-src 'self'", f"script-src 'self' {SWAGGER_UI}").replace(
+    "style-src 'self'", f"style-src 'self' {SWAGGER_UI}"
 )
 _EVERY_RESPONSE = [
     (b"x-content-type-options", b"nosniff"),
@@ -125,14 +130,15 @@ class SiteGuard:
 
 def _with_headers(send: Any, path: str) -> Any:
     page = path == "/" or path.startswith("/static/")
+    policy = DOCS_CSP if path == DOCS_PATH else PAGE_CSP if page else None
 
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             present = {k.lower() for k, _ in headers}
             headers += [(k, v) for k, v in _EVERY_RESPONSE if k not in present]
-            if page:
-                headers.append((b"content-security-policy", PAGE_CSP.encode()))
+            if policy is not None:
+                headers.append((b"content-security-policy", policy.encode()))
             message = {**message, "headers": headers}
         await send(message)
 
