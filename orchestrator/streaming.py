@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.stream import ProviderBlock, ReasoningDelta, RefusalDelta, TextDelta, ToolCallDelta
+from providers.text import clean
 
 from .messages import ToolCall
 
@@ -56,7 +57,7 @@ def _decode_string(raw: str) -> str | None:
         text: str = json.loads(f'"{raw}"', strict=False)  # a JSON string literal decodes to a str
     except ValueError:
         return None
-    return text
+    return clean(text) if "\\u" in raw else text  # an escaped lone surrogate: U+FFFD, so events can be stored
 
 
 def _skip_ws(s: str, pos: int) -> int:

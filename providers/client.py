@@ -44,6 +44,7 @@ from .stream import (
     TextDelta,
     ToolCallDelta,
 )
+from .text import clean_item
 
 __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 
@@ -377,6 +378,7 @@ class ModelClient:
                             raise
                         deadline.holding()
                         for item in absorb(chunk):
+                            clean_item(item)  # a lone surrogate would make the step unstorable
                             size.add(item)  # a flood stops here, on every path
                             yield item
                 finally:

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from .text import clean_value, may_hold_surrogates
+
 __all__ = ["MAX_DEPTH", "TooDeep", "depth_problem", "loads"]
 
 MAX_DEPTH = 64
@@ -49,6 +51,7 @@ def loads(text: str, limit: int = MAX_DEPTH) -> Any:
     if problem is not None:
         raise TooDeep(problem)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:  # within the limit, but called from a stack already deep
         raise TooDeep(f"nests too deeply to parse here (the limit is {limit} levels)") from None
+    return clean_value(value) if may_hold_surrogates(text) else value

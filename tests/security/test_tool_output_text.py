@@ -151,3 +151,44 @@ async def test_whatever_the_python_engine_returns_is_checked(part: str, monkeypa
     if part in ("stack", "console"):  # kept, escaped: the program's own output helps its author
         assert getattr(result, part) == "x\\udfff"
     json.loads(result.model_dump_json())
+
+
+# -- the model's own text ----------------------------------------------------------------
+
+
+async def test_a_model_answer_with_a_lone_surrogate_is_stored_and_the_thread_goes_on(
+    storage_factory: StorageFactory, tmp_path: Path
+) -> None:
+    """A provider's JSON may carry `\\ud800` (an escape no UTF-8 text holds): the text, the reasoning and a tool
+    call's progress argument get U+FFFD in its place, as a decoder would, instead of a step no storage can write."""
+
+    async def echo(state: ThreadState, args: Q) -> ToolResult:
+        return ToolResult.ok("echoed")
+
+    tools = {"echo": define_tool(description="Echo", args=Q, execute=echo, progress_argument="q")}
+    turns = [
+        {"tool_calls": [{"name": "echo", "arguments": {"q": "bad \ud800 arg"}}], "text": "calling \udfff"},
+        {"text": "done \ud800 here"},
+        {"text": "fine"},
+    ]
+    script = tmp_path / "turns.json"
+    script.write_text(json.dumps(turns))  # ensure_ascii: the file holds the escapes, as a provider's JSON does
+    config = {"models": {"scripted": {"provider": "offline", "model": str(script)}}}
+    async with _runtime(storage_factory, tools, "scripted", config) as runtime:
+        thread = await runtime.create_thread("chat")
+        first = await _send(thread, "hi")
+        assert first.output == "done \ufffd here"
+        assert (await thread.refresh()).status != "running"
+        stored = [m.content for m in (await thread.get_messages()).messages if m.role == "assistant"]
+        assert stored == ["calling \ufffd", "done \ufffd here"]
+        started = [e for e in [e async for e in _events(thread)] if e.type == "tool_call_started"]
+        assert "bad \ufffd arg" in json.dumps(started[0].data, ensure_ascii=False)
+        second = await _send(thread, "again")
+        assert second.output == "fine"
+
+
+async def _events(thread: Any) -> Any:
+    async for event in thread.events(after=0):
+        yield event
+        if event.type == "execution_stopped" and event.seq > 1:
+            return
