@@ -28,7 +28,7 @@ def _rows(points: int) -> list[tuple[str, str, str, str]]:
     import test_faults_tools as tools
     from test_crash_resume import crash_loop
 
-    from orchestrator.logs import configure_logging
+    from orchestrator.core.logs import configure_logging
 
     configure_logging("ERROR", stream=sys.stderr)
     rows: list[tuple[str, str, str, str]] = []

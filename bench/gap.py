@@ -45,7 +45,7 @@ from bench.contenders.loops import LiteLLMLoop, ModelClientLoop
 from bench.contenders.runtime import RuntimeContender
 from bench.fake_provider import model_name
 from bench.run import fake_server
-from orchestrator.messages import Message
+from orchestrator.core.messages import Message
 from orchestrator.storage import StepWrite
 from orchestrator.storage.sqlite import SQLiteStorage
 

@@ -78,7 +78,7 @@ async def _measure(url: str, rounds: int, stream: str) -> None:
 async def _call_latency() -> None:
     import tempfile
 
-    from orchestrator.messages import ThreadRecord
+    from orchestrator.core.messages import ThreadRecord
 
     with tempfile.TemporaryDirectory() as folder:
         async with sqlite.SQLiteStorage(f"{folder}/latency.db") as storage:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.streaming import ProgressScanner, StreamAssembler
+from orchestrator.engine.streaming import ProgressScanner, StreamAssembler
 from providers.stream import ToolCallDelta
 
 DELTA = 10

@@ -36,10 +36,10 @@ import respx  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 from orchestrator import Side, define_agent, define_prompt, define_tool  # noqa: E402
-from orchestrator.env import Redactor  # noqa: E402
-from orchestrator.loader import Definitions  # noqa: E402
+from orchestrator.core.secrets import Redactor  # noqa: E402
+from orchestrator.core.settings import RuntimeSettings  # noqa: E402
+from orchestrator.definitions.loader import Definitions  # noqa: E402
 from orchestrator.runtime import Runtime  # noqa: E402
-from orchestrator.settings import RuntimeSettings  # noqa: E402
 from orchestrator.storage.sqlite import SQLiteStorage  # noqa: E402
 from providers.config import config_from_dict  # noqa: E402
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse  # noqa: E402

@@ -394,7 +394,7 @@ def run_profiles(workers: dict[str, Worker], plan: Plan, log: Any) -> dict[str, 
 def cold_start() -> dict[str, Any]:
     """`orchestrator --help` and the README demo, timed from process start."""
     exe = Path(sys.executable).with_name("orchestrator")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator.cli"]
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator.cli.main"]
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     helps = []
     for _ in range(5):
@@ -421,7 +421,7 @@ def _help_imports(env: dict[str, str]) -> list[tuple[str, float]]:
     """The heaviest imports `orchestrator --help` pays for (python -X importtime)."""
     code = (
         "import sys; sys.argv = ['orchestrator', '--help']\n"
-        "from orchestrator.cli import main\ntry: main()\nexcept SystemExit: pass"
+        "from orchestrator.cli.main import main\ntry: main()\nexcept SystemExit: pass"
     )
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60

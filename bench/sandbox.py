@@ -56,8 +56,8 @@ _FILL = {
 
 def _configure(jail: str) -> None:
     sys.path.insert(0, str(ROOT))
+    from orchestrator.core.settings import SandboxSettings
     from orchestrator.sandbox import configure
-    from orchestrator.settings import SandboxSettings
 
     configure(SandboxSettings(python_jail=jail))  # type: ignore[arg-type]
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from orchestrator.messages import Message, ThreadRecord
+from orchestrator.core.messages import Message, ThreadRecord
 from orchestrator.storage import StepWrite, Storage
 
 DEFAULT_DSN = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

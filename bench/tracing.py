@@ -36,9 +36,10 @@ if mode == "off":
 sys.path[:0] = [ROOT, ROOT + "/tests"]
 import respx
 from pydantic import BaseModel
-from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool, tracing
+from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core import tracing
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall as C, ScriptedModel, ScriptedResponse as R

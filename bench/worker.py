@@ -184,7 +184,7 @@ class Worker:
             gc.freeze()
             return {"frozen": gc.get_freeze_count()}
         if op == "never_idle":  # full collections stay deferred between waves of the load, as in a busy server
-            from orchestrator import gc_policy
+            from orchestrator.engine import gc_policy
 
             gc_policy.hold_full_collections()
             return {"threshold": gc.get_threshold()}

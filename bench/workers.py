@@ -50,10 +50,10 @@ async def _child(args: argparse.Namespace, schema: str, task_queue: str, tag: st
     import structlog
     import test_worker_support as support
 
+    from orchestrator.core.settings import RuntimeSettings
     from orchestrator.runtime import Runtime
-    from orchestrator.settings import RuntimeSettings
     from orchestrator.storage.postgres import PostgresStorage
-    from orchestrator.worker import Worker
+    from orchestrator.temporal.worker import Worker
     from providers.config import config_from_dict
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
@@ -138,7 +138,7 @@ class _Setup:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
 
     async def threads(self, n: int) -> list[str]:
-        from orchestrator.messages import ThreadRecord
+        from orchestrator.core.messages import ThreadRecord
 
         return [(await self.storage.create_thread(ThreadRecord(agent_id="duo"))).id for _ in range(n)]
 

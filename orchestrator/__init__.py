@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .definitions import (
+    from orchestrator.core.event_types import (
+        BUILTIN_EVENT_TYPES,
+        CustomEvent,
+        TypedEvent,
+        events_json_schema,
+        parse_event,
+    )
+    from orchestrator.core.messages import Event, Message, MessagesResult, ToolCall
+    from orchestrator.core.results import AttachmentRef, ToolAttachment, ToolResult
+    from orchestrator.definitions.define import (
         AgentDefinition,
         DefinitionError,
         HookDefinition,
@@ -23,11 +32,8 @@ if TYPE_CHECKING:
         define_prompt,
         define_tool,
     )
-    from .event_types import BUILTIN_EVENT_TYPES, CustomEvent, TypedEvent, events_json_schema, parse_event
-    from .messages import Event, Message, MessagesResult, ToolCall
-    from .results import AttachmentRef, ToolAttachment, ToolResult
-    from .runtime import ExecutionResult, Runtime, Thread
-    from .state import AbortSignal, ExecutionState, ThreadState
+    from orchestrator.definitions.thread_state import AbortSignal, ExecutionState, ThreadState
+    from orchestrator.runtime import ExecutionResult, Runtime, Thread
 
 _LAZY = {
     **dict.fromkeys(
@@ -44,21 +50,21 @@ _LAZY = {
             "define_prompt",
             "define_tool",
         ),
-        ".definitions",
+        ".definitions.define",
     ),
-    **dict.fromkeys(("Event", "Message", "MessagesResult", "ToolCall"), ".messages"),
-    **dict.fromkeys(("AttachmentRef", "ToolAttachment", "ToolResult"), ".results"),
-    "TypedEvent": ".event_types",  # events as typed models: orchestrator/event_types.py
-    "CustomEvent": ".event_types",
-    "parse_event": ".event_types",
-    "events_json_schema": ".event_types",
-    "BUILTIN_EVENT_TYPES": ".event_types",
+    **dict.fromkeys(("Event", "Message", "MessagesResult", "ToolCall"), ".core.messages"),
+    **dict.fromkeys(("AttachmentRef", "ToolAttachment", "ToolResult"), ".core.results"),
+    "TypedEvent": ".core.event_types",  # events as typed models: orchestrator/core/event_types.py
+    "CustomEvent": ".core.event_types",
+    "parse_event": ".core.event_types",
+    "events_json_schema": ".core.event_types",
+    "BUILTIN_EVENT_TYPES": ".core.event_types",
     "Runtime": ".runtime",
     "Thread": ".runtime",
     "ExecutionResult": ".runtime",
-    "ThreadState": ".state",
-    "ExecutionState": ".state",
-    "AbortSignal": ".state",
+    "ThreadState": ".definitions.thread_state",
+    "ExecutionState": ".definitions.thread_state",
+    "AbortSignal": ".definitions.thread_state",
 }
 
 __version__ = "0.2.0"

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.definitions.define import DefinitionError, ToolDefinition
+from orchestrator.definitions.loader import Definitions, Problem
 from providers.config import ConfigError, ProvidersConfig
-
-from .definitions import DefinitionError, ToolDefinition
-from .loader import Definitions, Problem
 
 __all__ = ["model_problems"]
 
 
 def model_problems(defs: Definitions, config: ProvidersConfig, *, override: str | None = None) -> list[Problem]:
     """Every prompt whose model cannot be used as configured (empty: all fine)."""
-    from .toolset import check_provider_tool
+    from orchestrator.engine.toolset import check_provider_tool
 
     problems: list[Problem] = []
     for name, prompt in defs.prompts.items():

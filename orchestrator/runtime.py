@@ -21,30 +21,30 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from . import gc_policy
-from .definitions import AgentDefinition, DefinitionError, MessageArgs
-from .env import MIN_SECRET_LEN, SecretScopes
-from .events import EventBus
-from .executor import Executed, ExecutionFailed, ExecutionResult, execute
-from .hooks import Hooks
-from .lease import Heartbeat
-from .live import LiveExecutions, StartTicket
-from .logs import ensure_logging, register_secrets
-from .messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
-from .services import Services
-from .settings import RuntimeSettings
-from .state import ExecutionState, ThreadState
-from .storage import Storage, open_storage
-from .storage.owners import process_owner
-from .validation import describe
+from orchestrator.core.logs import ensure_logging, register_secrets
+from orchestrator.core.messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
+from orchestrator.core.secrets import MIN_SECRET_LEN, SecretScopes
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.core.validation import describe
+from orchestrator.definitions.define import AgentDefinition, DefinitionError, MessageArgs
+from orchestrator.definitions.thread_state import ExecutionState
+from orchestrator.engine import gc_policy
+from orchestrator.engine.executor import Executed, ExecutionFailed, ExecutionResult, execute
+from orchestrator.engine.hooks import Hooks
+from orchestrator.engine.live import LiveExecutions, StartTicket
+from orchestrator.engine.services import Services
+from orchestrator.engine.state import ThreadState
+from orchestrator.storage import Storage, open_storage
+from orchestrator.storage.events import EventBus
+from orchestrator.storage.lease import Heartbeat
+from orchestrator.storage.owners import process_owner
 
 if TYPE_CHECKING:
+    from orchestrator.definitions.loader import Definitions
+    from orchestrator.mcp import McpTools
+    from orchestrator.storage.broker import RedisBroker
     from providers.client import ModelClient
     from providers.config import ProvidersConfig
-
-    from .broker import RedisBroker
-    from .loader import Definitions
-    from .mcp import McpTools
 
 __all__ = ["ExecutionFailed", "ExecutionResult", "Runtime", "Services", "Thread"]
 
@@ -85,9 +85,8 @@ class Runtime:
 
         `model` runs every prompt on that alias, or on an offline model: `test`,
         a script file or `module:function` (see `providers.offline`)."""
+        from orchestrator.definitions.loader import load_definitions
         from providers.config import ProvidersConfig, load_config
-
-        from .loader import load_definitions
 
         definitions = load_definitions(path)
         if isinstance(config, ProvidersConfig):
@@ -119,7 +118,7 @@ class Runtime:
                     if broker is not None:
                         await broker.close()
                     raise
-                from .sandbox import configure as configure_sandbox  # light: the engines load on first run
+                from orchestrator.sandbox import configure as configure_sandbox  # light: the engines load on first run
 
                 configure_sandbox(self.settings.sandbox)  # process-wide: the last runtime opened sets it
                 redactor = SecretScopes(_config_secrets(self.config))
@@ -150,7 +149,7 @@ class Runtime:
     async def _open_broker(self) -> RedisBroker | None:
         if not self.settings.redis:
             return None
-        from .broker import RedisBroker
+        from orchestrator.storage.broker import RedisBroker
 
         return await RedisBroker(self.settings.redis).open()
 
@@ -200,7 +199,7 @@ class Runtime:
 
     def _check_models(self) -> None:
         """Every prompt's model alias exists, and provider tools match their model's provider."""
-        from .model_checks import model_problems
+        from orchestrator.model_checks import model_problems
 
         problems = model_problems(self.definitions, self.config, override=self.settings.model)
         if problems:
@@ -469,7 +468,7 @@ def _mcp_tools(config: ProvidersConfig, secrets: SecretScopes) -> McpTools | Non
         raise RuntimeError(
             "the config declares mcp_servers, which need the MCP SDK: pip install 'orchestrator-runtime[mcp]'"
         )
-    from .mcp import McpTools
+    from orchestrator.mcp import McpTools
 
     # stderr is the operator's log; the credentials in a server's env and headers are process-wide secrets
     return McpTools(servers, lambda text: secrets.everywhere().text(text), secrets.add)

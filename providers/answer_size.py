@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from .failures import AnswerTooLarge
-from .stream import ProviderBlock, ReasoningDelta, RefusalDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.failures import AnswerTooLarge
+from providers.stream import ProviderBlock, ReasoningDelta, RefusalDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["AnswerSize", "BoundedEvents", "bound", "event_limit"]
 

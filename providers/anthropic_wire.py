@@ -24,17 +24,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import model_json
-from .litellm_params import editable_copy, optional_params
-from .sse_json import json_events
-from .stream import (
-    FinishReason,
-    ProviderBlock,
-    ReasoningDelta,
-    StreamItem,
-    TextDelta,
-    ToolCallDelta,
-)
+from providers import model_json
+from providers.litellm_params import editable_copy, optional_params
+from providers.sse_json import json_events
+from providers.stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     import httpx

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .stream import ToolCallDelta
+from providers.stream import ToolCallDelta
 
 __all__ = ["CallIndex", "StreamContradiction", "split_signature"]
 

@@ -20,18 +20,18 @@ from typing import Any
 
 from tenacity import AsyncRetrying, AttemptManager, RetryCallState, retry_if_exception, stop_after_attempt
 
-from . import anthropic_wire, gemini_wire, openai_wire, request_memo
-from .answer_size import AnswerSize
-from .call_ids import CallIndex
-from .config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
-from .deadline import IdleDeadline
-from .failures import Failure, StreamCut, classify_error, retry_after, scrub
-from .finish import normalize_finish
-from .in_flight import InFlight
-from .litellm_items import delta_items, ended_despite, tap_for
-from .litellm_tap import MARKED, RawTap
-from .openai_wire import WIRE_TYPES, build_request, inband_error, recall_request, stream_chunks
-from .stream import (
+from providers import anthropic_wire, gemini_wire, openai_wire, request_memo
+from providers.answer_size import AnswerSize
+from providers.call_ids import CallIndex
+from providers.config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
+from providers.deadline import IdleDeadline
+from providers.failures import Failure, StreamCut, classify_error, retry_after, scrub
+from providers.finish import normalize_finish
+from providers.in_flight import InFlight
+from providers.litellm_items import delta_items, ended_despite, tap_for
+from providers.litellm_tap import MARKED, RawTap
+from providers.openai_wire import WIRE_TYPES, build_request, inband_error, recall_request, stream_chunks
+from providers.stream import (
     FinishReason,
     ModelInfo,
     ProviderError,
@@ -44,7 +44,7 @@ from .stream import (
     TextDelta,
     ToolCallDelta,
 )
-from .text import clean_item
+from providers.text import clean_item
 
 __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 

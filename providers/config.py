@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from .mcp_config import MCP_NAME, McpServerConfig
-from .provider_types import OFFLINE_TYPES, check_type, did_you_mean
-from .stream import ModelInfo
-from .yaml_source import ConfigError, Marks, deep_merge, read_yaml, where
+from providers.mcp_config import MCP_NAME, McpServerConfig
+from providers.provider_types import OFFLINE_TYPES, check_type, did_you_mean
+from providers.stream import ModelInfo
+from providers.yaml_source import ConfigError, Marks, deep_merge, read_yaml, where
 
 __all__ = [
     "BUILTIN_TEST_ALIAS",
@@ -181,7 +181,9 @@ class ProvidersConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     default_model: str | None = None
-    runtime: dict[str, Any] = Field(default_factory=dict)  # the runtime's settings, validated by orchestrator.settings
+    runtime: dict[str, Any] = Field(
+        default_factory=dict
+    )  # the runtime's settings, validated by orchestrator.core.settings
     server: dict[str, Any] = Field(
         default_factory=dict
     )  # the HTTP server's settings (e.g. tokens), validated by orchestrator.server
@@ -254,7 +256,7 @@ class ProvidersConfig(_Strict):
         return problems
 
     def _offline_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
-        from .offline import describe_answerer
+        from providers.offline import describe_answerer
 
         problems: list[tuple[tuple[str | int, ...], str]] = []
         for alias, model in self.models.items():
@@ -267,7 +269,7 @@ class ProvidersConfig(_Strict):
 
     def add_offline_model(self, model: str) -> str:
         """An alias answering with `model` offline (a script file or `module:function`), for `--model`."""
-        from .offline import describe_answerer
+        from providers.offline import describe_answerer
 
         problem = describe_answerer(model)
         if problem:

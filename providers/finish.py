@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stream import FinishReason
+from providers.stream import FinishReason
 
 __all__ = ["inband_status", "normalize_finish"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import model_json
-from .call_ids import split_signature
-from .litellm_tap import RawTap
-from .openai_wire import inband_error
-from .stream import ModelInfo, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from providers import model_json
+from providers.call_ids import split_signature
+from providers.litellm_tap import RawTap
+from providers.openai_wire import inband_error
+from providers.stream import ModelInfo, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["delta_items", "ended_despite", "tap_for"]
 

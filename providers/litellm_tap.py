@@ -27,8 +27,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from . import model_json
-from .stream import ProviderBlock, RefusalDelta, StreamItem
+from providers import model_json
+from providers.stream import ProviderBlock, RefusalDelta, StreamItem
 
 __all__ = ["RawTap"]
 

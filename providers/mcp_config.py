@@ -51,13 +51,13 @@ class McpServerConfig(BaseModel):
     @field_validator("env", "headers")
     @classmethod
     def _no_literal_secrets(cls, values: dict[str, str]) -> dict[str, str]:
-        from .config import _no_literal_secrets  # the providers' rule (config imports this module at its top)
+        from providers.config import _no_literal_secrets  # the providers' rule (config imports this module at its top)
 
         return _no_literal_secrets(values)
 
     def resolved_env(self, server: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """`env` with `${VAR}` filled in now; a missing variable names itself and this server."""
-        from .config import _expand
+        from providers.config import _expand
 
         env = os.environ if environ is None else environ
         return {k: _expand(v, env, f"mcp server {server}", f"env.{k}") or "" for k, v in self.env.items()}
@@ -66,7 +66,7 @@ class McpServerConfig(BaseModel):
         """What `${VAR}` in `env` and `headers` takes from the environment: a credential handed to a
         server is a secret of the whole process, redacted everywhere like a provider's key. Literal
         values are in the config for anyone to read (and a key-like one is refused), so they are not."""
-        from .config import _ENV_REF
+        from providers.config import _ENV_REF
 
         env = os.environ if environ is None else environ
         return [
@@ -77,7 +77,7 @@ class McpServerConfig(BaseModel):
         ]
 
     def resolved_headers(self, server: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-        from .config import _expand
+        from providers.config import _expand
 
         env = os.environ if environ is None else environ
         return {k: _expand(v, env, f"mcp server {server}", f"headers.{k}") or "" for k, v in self.headers.items()}

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from .text import clean_value, may_hold_surrogates
+from providers.text import clean_value, may_hold_surrogates
 
 __all__ = ["MAX_DEPTH", "TooDeep", "depth_problem", "loads"]
 

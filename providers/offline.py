@@ -32,9 +32,9 @@ import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .config import IN_PROCESS_BASE_URL
-from .scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
-from .yaml_source import parse_yaml
+from providers.config import IN_PROCESS_BASE_URL
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
+from providers.yaml_source import parse_yaml
 
 __all__ = ["ResponseSpec", "Script", "describe_answerer", "in_process_client", "load_script", "offline_answerer"]
 
@@ -153,7 +153,7 @@ def offline_answerer(model: str) -> Answerer:
 
 def _resolve(model: str) -> Answerer:
     if model == "test":
-        from .test_model import TestModel
+        from providers.test_model import TestModel
 
         return TestModel()
     if model.endswith(OFFLINE_SUFFIXES):

@@ -29,11 +29,11 @@ from typing import Any
 
 from httpx_sse import EventSource
 
-from . import request_memo
-from .answer_size import bound
-from .failures import AnswerTooLarge
-from .finish import inband_status
-from .sse_json import close_response
+from providers import request_memo
+from providers.answer_size import bound
+from providers.failures import AnswerTooLarge
+from providers.finish import inband_status
+from providers.sse_json import close_response
 
 __all__ = ["WIRE_TYPES", "WireRequest", "build_request", "inband_error", "recall_request", "stream_chunks", "warm_up"]
 
@@ -177,7 +177,7 @@ async def stream_chunks(request: WireRequest, *, max_answer_bytes: int | None = 
 def _litellm_client(url: str) -> Any:
     from litellm.llms.custom_httpx.http_handler import get_async_httpx_client
 
-    from .offline import in_process_client
+    from providers.offline import in_process_client
 
     return in_process_client(url) or get_async_httpx_client(llm_provider="openai")
 
@@ -190,7 +190,7 @@ class _EarlyClient:
     def __init__(self, url: str) -> None:
         import httpx
 
-        from .offline import in_process_transport
+        from providers.offline import in_process_transport
 
         self._client = httpx.AsyncClient(transport=in_process_transport(url))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .cassette import Cassette, Replayer
+from providers.cassette import Cassette, Replayer
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from typing import Any, Literal, TypedDict
 import httpx
 import respx
 
-from .config import SCRIPTED_BASE_URL
-from .sse import SSECall, anthropic_events, gemini_events, openai_events
+from providers.config import SCRIPTED_BASE_URL
+from providers.sse import SSECall, anthropic_events, gemini_events, openai_events
 
 __all__ = ["ScriptedCall", "ScriptedFault", "ScriptedModel", "ScriptedResponse", "Wire"]
 

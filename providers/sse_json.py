@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from httpx_sse import EventSource
 
-from .answer_size import bound
-from .failures import AnswerTooLarge
+from providers.answer_size import bound
+from providers.failures import AnswerTooLarge
 
 if TYPE_CHECKING:
     import httpx

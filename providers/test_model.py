@@ -27,7 +27,7 @@ import re
 import zlib
 from typing import Any, Literal, overload
 
-from .scripted import ScriptedCall, ScriptedResponse
+from providers.scripted import ScriptedCall, ScriptedResponse
 
 __all__ = ["TestModel", "example_arguments"]
 

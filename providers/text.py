@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .stream import ProviderBlock, ReasoningDelta, RefusalDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.stream import ProviderBlock, ReasoningDelta, RefusalDelta, StreamItem, TextDelta, ToolCallDelta
 
 __all__ = ["clean", "clean_item", "clean_value", "may_hold_surrogates"]
 

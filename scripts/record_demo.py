@@ -18,9 +18,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.logs import configure_logging  # noqa: E402
+from orchestrator.cli.session import SessionOptions, run_session  # noqa: E402
+from orchestrator.core.logs import configure_logging  # noqa: E402
 from orchestrator.server.scripted import scripted_model  # noqa: E402
-from orchestrator.session import SessionOptions, run_session  # noqa: E402
 
 
 async def main(agent: str = "support_demo") -> None:

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import respx
 
-from orchestrator.loader import Definitions
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.definitions.loader import Definitions
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 from providers.scripted import ScriptedModel

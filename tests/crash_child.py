@@ -52,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from support import definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.logs import configure_logging
+from orchestrator.core.logs import configure_logging
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage import StepWrite
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.sqlite import SQLiteStorage

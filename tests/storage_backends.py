@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.messages import Event, Message, ThreadRecord
+from orchestrator.core.messages import Event, Message, ThreadRecord
 from orchestrator.storage.base import Storage
 
 PG_DSN = os.environ.get("ORCHESTRATOR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator import Side, define_agent, define_prompt
-from orchestrator.loader import Definitions
+from orchestrator.definitions.loader import Definitions
 
 
 def definitions(

@@ -18,8 +18,8 @@ import respx
 from support import Q, definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import SCRIPTED_BASE_URL, config_from_dict
 

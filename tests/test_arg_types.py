@@ -1,4 +1,4 @@
-"""The supported-type check on a tool's argument model (orchestrator/arg_types.py): what is
+"""The supported-type check on a tool's argument model (orchestrator/definitions/arg_types.py): what is
 refused, with the dotted path of the field and what to write instead."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, create_model
 
-from orchestrator.arg_types import SchemaError, check_args_model
-from orchestrator.definitions import DefinitionError
+from orchestrator.definitions.arg_types import SchemaError, check_args_model
+from orchestrator.definitions.define import DefinitionError
 
 
 class Opaque:

@@ -28,14 +28,14 @@ from test_worker_support import (  # noqa: F401
     redis_prefix,
 )
 
-from orchestrator.broker import RedisBroker
-from orchestrator.messages import Event
+from orchestrator.core.messages import Event
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.base import StepWrite
+from orchestrator.storage.broker import RedisBroker
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.temporal import TemporalOptions, ThreadRequests, connect
-from orchestrator.worker import Worker
+from orchestrator.temporal.worker import Worker
 from providers.config import config_from_dict
 
 
@@ -276,7 +276,7 @@ async def test_force_turn_checks_the_side(node: Any) -> None:
 
 
 async def test_a_subscriber_that_falls_behind_the_stream_is_dropped_and_can_resume(node: Any) -> None:
-    from orchestrator.events import SUBSCRIBER_QUEUE, SubscriberLagging
+    from orchestrator.storage.events import SUBSCRIBER_QUEUE, SubscriberLagging
 
     server, _ = await node()
     publisher, _ = await node()

@@ -5,8 +5,8 @@ earlier step's results (tests/test_crash_resume.py found it)."""
 
 from __future__ import annotations
 
-from orchestrator.answers import with_unique_call_ids
-from orchestrator.messages import Message, ToolCall
+from orchestrator.core.messages import Message, ToolCall
+from orchestrator.engine.answers import with_unique_call_ids
 
 
 def _assistant(*ids: str) -> Message:

@@ -1,4 +1,4 @@
-"""orchestrator.checks: what the plugin's assertions (and evals) decide, on a real thread."""
+"""orchestrator.testing.checks: what the plugin's assertions (and evals) decide, on a real thread."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from support import Q, definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.checks import (
+from orchestrator.testing.checks import (
     CallMade,
     calls_made,
     check_end_reason,

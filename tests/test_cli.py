@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 FIVE_MISTAKES = REPO / "tests" / "fixtures" / "five_mistakes"
@@ -127,21 +127,19 @@ def test_tools_on_a_broken_folder_fails_with_every_problem() -> None:
 
 def test_help_is_fast_and_does_not_import_litellm_or_build_the_models() -> None:
     """`--help` loads click and the command table: not LiteLLM or the HTTP stack, and not the pydantic
-    models of `orchestrator.definitions` and `orchestrator.messages` (half of its time on a slow machine,
+    models of `orchestrator.definitions.define` and `orchestrator.core.messages` (half of its time on a slow machine,
     when `import orchestrator` imported them)."""
     code = textwrap.dedent(
         """\
         import sys
-        from orchestrator.cli import main
+        from orchestrator.cli.main import main
         try:
             main(["--help"])
         except SystemExit:
             pass
-        heavy = [
-            m
-            for m in ("litellm", "openai", "httpx", "aiosqlite", "orchestrator.definitions", "orchestrator.messages")
-            if m in sys.modules
-        ]
+        modules = ("litellm", "openai", "httpx", "aiosqlite")
+        modules += ("orchestrator.definitions.define", "orchestrator.core.messages")
+        heavy = [m for m in modules if m in sys.modules]
         print("HEAVY", heavy)
         """
     )

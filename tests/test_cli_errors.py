@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from providers.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def test_traceback_flag_shows_the_traceback(tmp_path: Path) -> None:
 
 
 def test_all_config_problems_are_reported_at_once(tmp_path: Path) -> None:
-    import orchestrator.settings  # noqa: F401 - registers the runtime section
+    import orchestrator.core.settings  # noqa: F401 - registers the runtime section
 
     config = _write(
         tmp_path / "c.yaml",

@@ -12,7 +12,7 @@ import pytest
 from support import Q, definitions, wait_until_cancelled
 
 from orchestrator import Side, define_agent, define_hook, define_prompt, define_tool
-from orchestrator.settings import RuntimeSettings
+from orchestrator.core.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 from storage_backends import PG_DSN, postgres_unreachable
 
-from orchestrator.messages import ThreadRecord
+from orchestrator.core.messages import ThreadRecord
 from orchestrator.storage import Storage
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.storage.sqlite import SQLiteStorage

@@ -20,8 +20,8 @@ from orchestrator import (
     define_prompt,
     define_tool,
 )
-from orchestrator.loader import Definitions, load_definitions
-from orchestrator.schema import SchemaError
+from orchestrator.definitions.loader import Definitions, load_definitions
+from orchestrator.definitions.schema import SchemaError
 
 
 async def _execute(state: Any, args: Any) -> ToolResult:

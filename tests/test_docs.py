@@ -100,7 +100,7 @@ def test_python_block_runs(block: Block, repo_copy: Path, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("block", YAML, ids=lambda b: b.id)
 def test_yaml_block_parses_and_configs_validate(block: Block, repo_copy: Path, tmp_path: Path) -> None:
-    import orchestrator.settings  # noqa: F401 - registers the runtime section's checks
+    import orchestrator.core.settings  # noqa: F401 - registers the runtime section's checks
     from providers.config import load_config
 
     try:

@@ -19,11 +19,11 @@ import pytest
 from pydantic import BaseModel
 
 from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
 from orchestrator.server.scripted import DEMO_SCRIPT, scripted_model
 from orchestrator.server.testing import LiveServer
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 

@@ -1,12 +1,12 @@
-"""The checks evals added to orchestrator.checks (text, predicate) and the budget rule, on their own."""
+"""The checks evals added to orchestrator.testing.checks (text, predicate) and the budget rule, on their own."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.checks import check_text
 from orchestrator.eval.grading import parse_verdict
 from orchestrator.eval.suite import Budget
+from orchestrator.testing.checks import check_text
 
 TEXTS = ["Hello, how can I help?", "Order A1002 has SHIPPED."]
 

@@ -14,7 +14,7 @@ import pytest
 import respx
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.eval import (
     Evaluator,
     ScriptedSource,

@@ -13,10 +13,10 @@ import pytest
 from support import Q, definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.env import SecretScopes
-from orchestrator.events import EPHEMERAL_EVENTS, EventBus
-from orchestrator.messages import ThreadRecord
+from orchestrator.core.messages import ThreadRecord
+from orchestrator.core.secrets import SecretScopes
 from orchestrator.storage import StepWrite, StorageError
+from orchestrator.storage.events import EPHEMERAL_EVENTS, EventBus
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.scripted import ScriptedCall, ScriptedResponse
 
@@ -181,7 +181,7 @@ async def test_failed_step_commit_hands_its_events_back(make_runtime: Any) -> No
 
 
 async def test_events_another_process_already_stored_are_not_written_again(tmp_path: Path) -> None:
-    from orchestrator.messages import Event
+    from orchestrator.core.messages import Event
 
     async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
@@ -233,7 +233,7 @@ async def test_leftover_events_whose_seqs_the_log_took_do_not_fail_the_next_exec
 async def leftovers_then_the_next_execution(path: Path, broker: Any = None) -> list[tuple[int, str]]:
     """Three events left unwritten here (seqs 1-3), another process's stored at seqs 1 and 2, then the
     next execution here attaches under its lease and commits twice; the log, as (seq, type)."""
-    from orchestrator.messages import Event
+    from orchestrator.core.messages import Event
 
     async with SQLiteStorage(str(path)) as storage:
         thread = await storage.create_thread(ThreadRecord(agent_id="x"))
@@ -257,7 +257,7 @@ async def test_closing_writes_every_threads_events_it_can_and_does_not_raise_on_
     """Before, the first thread whose pending events could not be written (their seqs taken in the log)
     raised out of `close()`: the threads after it were not flushed, and a runtime closing stopped
     before it closed its storage."""
-    from orchestrator.messages import Event
+    from orchestrator.core.messages import Event
 
     async with SQLiteStorage(str(tmp_path / "bus.db")) as storage:
         bus = EventBus(storage, SecretScopes([]))
@@ -317,7 +317,7 @@ async def test_a_delta_nobody_hears_yet_is_still_there_for_who_comes_and_one_hea
     """`publish_delta` skips the `Event` model while no one listens (the bus's commonest event):
     the ring still hands the delta, redacted, to a later subscriber, and a live subscriber gets each
     one as it is published, in order with the events around it."""
-    from orchestrator import events as events_module
+    from orchestrator.storage import events as events_module
 
     built: list[str] = []
     real = events_module.Event.model_construct

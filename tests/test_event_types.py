@@ -1,4 +1,4 @@
-"""Typed events (#18): every event the runtime publishes fits its model in orchestrator/event_types.py,
+"""Typed events (#18): every event the runtime publishes fits its model in orchestrator/core/event_types.py,
 and the CLI, the server, the page and docs/server.md all go by the same schema.
 
 Beside these tests, the whole suite runs with ORCHESTRATOR_CHECK_EVENTS=1 (tests/conftest.py), so every
@@ -37,8 +37,8 @@ from orchestrator import (
     events_json_schema,
     parse_event,
 )
-from orchestrator.cli import main
-from orchestrator.event_types import (
+from orchestrator.cli.main import main
+from orchestrator.core.event_types import (
     BUILTIN_EVENTS,
     ExecutionFailedEvent,
     MessageCreatedEvent,
@@ -46,8 +46,8 @@ from orchestrator.event_types import (
     ModelFinishErrorEvent,
     TextDeltaEvent,
 )
-from orchestrator.events import EventBus
 from orchestrator.server.app import create_app
+from orchestrator.storage.events import EventBus
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent

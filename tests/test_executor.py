@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_hook, define_prompt, define_tool
-from orchestrator.executor import ExecutionFailed
-from orchestrator.views import OPENING_MESSAGE
+from orchestrator.engine.executor import ExecutionFailed
+from orchestrator.engine.views import OPENING_MESSAGE
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
 
 R = ScriptedResponse

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from support import definitions, wait_until_cancelled
 
 from orchestrator import Side, define_agent, define_hook, define_prompt, define_tool
-from orchestrator.settings import RuntimeSettings
+from orchestrator.core.settings import RuntimeSettings
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse

@@ -10,8 +10,8 @@ from typing import Any
 from support import Q, definitions, tool_names
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.settings import RuntimeSettings
-from orchestrator.views import OPENING_MESSAGE
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.engine.views import OPENING_MESSAGE
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse
@@ -37,9 +37,9 @@ def _injected_within_its_step(entries: list[dict[str, Any]]) -> bool:
 
 
 async def test_support_demo_completes_on_its_cassette_with_per_side_views(tmp_path: Path) -> None:
-    from orchestrator.loader import load_definitions
+    from orchestrator.cli.session import transcript
+    from orchestrator.definitions.loader import load_definitions
     from orchestrator.runtime import Runtime
-    from orchestrator.session import transcript
     from orchestrator.storage.sqlite import SQLiteStorage
     from providers.cassette import load_cassette, replay
     from providers.config import load_config
@@ -178,7 +178,7 @@ async def test_injected_message_timing_does_not_change_what_the_model_sees(make_
 
 
 async def test_transcript_does_not_depend_on_tool_timing(make_runtime: Any) -> None:
-    from orchestrator.session import compare, transcript
+    from orchestrator.cli.session import compare, transcript
 
     _, first = await _race(make_runtime, inject_first=True)
     _, later = await _race(make_runtime, inject_first=False)

@@ -27,9 +27,9 @@ from pydantic import BaseModel
 from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.definitions import DefinitionError, ToolAttachment
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.definitions.define import DefinitionError, ToolAttachment
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from support import Crash, Q, chat_definitions, event_log, tool_messages, tool_names
 
 from orchestrator import ToolResult, define_hook, define_tool
-from orchestrator.definitions import VariableDefinition
-from orchestrator.settings import RuntimeSettings
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.definitions.define import VariableDefinition
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.extras import MissingExtra, missing_extra_message, require
+from orchestrator.core.extras import MissingExtra, missing_extra_message, require
 
 # What each extra brings; none of it may load for `import orchestrator` or the demo.
 OPTIONAL = ("fastapi", "starlette", "uvicorn", "websockets", "asyncpg", "redis", "quickjs_rs", "wasmtime", "temporalio")
@@ -72,7 +72,7 @@ def test_importing_orchestrator_loads_no_extra(tmp_path: Path) -> None:
 def test_the_demo_runs_without_any_extra(tmp_path: Path) -> None:
     """`orchestrator run support_demo` in an empty folder, with every optional package refused."""
     code = f"""\
-        from orchestrator.cli import main
+        from orchestrator.cli.main import main
         try:
             main(["run", "support_demo"])
         except SystemExit as exc:
@@ -88,7 +88,7 @@ def test_the_demo_runs_without_any_extra(tmp_path: Path) -> None:
 
 def test_serve_without_the_server_extra_names_it(tmp_path: Path) -> None:
     code = """\
-        from orchestrator.cli import main
+        from orchestrator.cli.main import main
         main(["serve"])
     """
     done = _python(code, tmp_path, tmp_path)
@@ -99,7 +99,7 @@ def test_serve_without_the_server_extra_names_it(tmp_path: Path) -> None:
 
 def test_serve_help_works_without_the_server_extra(tmp_path: Path) -> None:
     code = """\
-        from orchestrator.cli import main
+        from orchestrator.cli.main import main
         main(["serve", "--help"])
     """
     done = _python(code, tmp_path, tmp_path)
@@ -132,7 +132,7 @@ def test_a_postgresql_url_without_asyncpg_names_the_extra(monkeypatch: pytest.Mo
 def test_run_with_a_postgresql_url_without_asyncpg_prints_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     monkeypatch.setitem(sys.modules, "asyncpg", None)
     monkeypatch.chdir(tmp_path)
@@ -143,7 +143,7 @@ def test_run_with_a_postgresql_url_without_asyncpg_prints_one_line(
 
 
 def test_a_redis_url_without_redis_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.broker import RedisBroker
+    from orchestrator.storage.broker import RedisBroker
 
     monkeypatch.setitem(sys.modules, "redis", None)
     monkeypatch.setitem(sys.modules, "redis.asyncio", None)
@@ -182,7 +182,7 @@ def test_require_keeps_an_installed_package_s_own_import_error(tmp_path: Path, m
 
 
 def test_the_worker_without_asyncpg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.worker_cli import worker
+    from orchestrator.cli.worker import worker
 
     monkeypatch.setitem(sys.modules, "asyncpg", None)
     result = CliRunner().invoke(

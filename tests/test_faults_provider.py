@@ -27,10 +27,10 @@ from pydantic import BaseModel
 from support import definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.executor import ExecutionFailed, ExecutionResult
-from orchestrator.messages import Message
+from orchestrator.core.messages import Message
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.engine.executor import ExecutionFailed, ExecutionResult
 from orchestrator.runtime import Runtime, Thread
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.client import ModelClient
 from providers.config import config_from_dict

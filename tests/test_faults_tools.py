@@ -18,8 +18,8 @@ from support import definitions, wait_until_cancelled
 from test_faults_provider import LATER, C, Outcome, R, Rig, consistency, later_run_works
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.executor import ExecutionResult
-from orchestrator.settings import RuntimeSettings
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.engine.executor import ExecutionResult
 
 MAX_RESULT = 5_000
 MAX_QUEUED = 4

@@ -32,11 +32,10 @@ from support import Q, definitions
 from test_schema import _gemini_as_json_schema, assert_gemini
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.cli import main
-from orchestrator.definitions import DefinitionError
-from orchestrator.loader import load_definitions
-from orchestrator.runtime import Runtime
-from orchestrator.schema import (
+from orchestrator.cli.main import main
+from orchestrator.definitions.define import DefinitionError
+from orchestrator.definitions.loader import load_definitions
+from orchestrator.definitions.schema import (
     SchemaError,
     check_args_model,
     drop_null_defaults,
@@ -44,6 +43,7 @@ from orchestrator.schema import (
     tool_parameters,
     tool_spec,
 )
+from orchestrator.runtime import Runtime
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import SCRIPTED_BASE_URL, config_from_dict
 from providers.sse import openai_events
@@ -561,7 +561,7 @@ async def test_other_wires_carry_the_dialect_schema_and_the_value(
 
 def test_progress_scanning_ignores_keys_inside_a_free_form_value() -> None:
     """Only a top-level string is a progress argument, even when a free-form object holds the same key."""
-    from orchestrator.streaming import ProgressScanner
+    from orchestrator.engine.streaming import ProgressScanner
 
     fragments = _sent_fragments()
     for key, expected in (("customer_id", "C001"), ("apn", None), ("quote", None), ("", None)):

@@ -17,9 +17,9 @@ from pydantic import BaseModel, Field, ValidationError
 from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.definitions import DefinitionError
-from orchestrator.loader import load_definitions
-from orchestrator.schema import DIALECTS, SchemaError, tool_parameters, tool_spec
+from orchestrator.definitions.define import DefinitionError
+from orchestrator.definitions.loader import load_definitions
+from orchestrator.definitions.schema import DIALECTS, SchemaError, tool_parameters, tool_spec
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ _CODE = textwrap.dedent(
     print("START", gc.get_freeze_count())  # Python 3.12 starts with a few hundred objects frozen
 
     from orchestrator import Runtime
-    from orchestrator.settings import RuntimeSettings
+    from orchestrator.core.settings import RuntimeSettings
 
 
     async def opened(settings):
@@ -49,7 +49,7 @@ _COLLECTIONS_AT_OPEN = textwrap.dedent(
     import asyncio, gc, json
 
     from orchestrator import Runtime
-    from orchestrator.settings import RuntimeSettings
+    from orchestrator.core.settings import RuntimeSettings
 
 
     async def opened():

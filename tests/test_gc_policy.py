@@ -1,5 +1,5 @@
 """`runtime.gc_defer_full`: full collections wait while executions run, and CPython's thresholds
-come back when the last one ends (orchestrator/gc_policy.py, docs/performance.md).
+come back when the last one ends (orchestrator/engine/gc_policy.py, docs/performance.md).
 
 The collector's counts are process-wide, so what it does under allocation is measured in a fresh
 subprocess with its import heap frozen; what an execution holds is checked in this process through
@@ -19,8 +19,9 @@ from typing import Any
 
 from support import Q, chat_definitions
 
-from orchestrator import ToolResult, define_tool, gc_policy
-from orchestrator.settings import RuntimeSettings
+from orchestrator import ToolResult, define_tool
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.engine import gc_policy
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 _COUNT_FULL_COLLECTIONS = textwrap.dedent(
     """\
     import gc, json
-    from orchestrator import gc_policy
+    from orchestrator.engine import gc_policy
 
     gc.collect()
     gc.freeze()  # as the runtime does at open: the import heap is out of the count

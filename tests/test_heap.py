@@ -16,7 +16,8 @@ from typing import Any
 
 from support import definitions
 
-from orchestrator import Side, define_agent, define_prompt, tracing
+from orchestrator import Side, define_agent, define_prompt
+from orchestrator.core import tracing
 from providers.scripted import ScriptedResponse
 
 HELD = 100

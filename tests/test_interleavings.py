@@ -23,10 +23,10 @@ from support import Q, definitions
 from test_worker_support import PG_DSN, REDIS_URL, pg_schema, redis_prefix  # noqa: F401 - fixtures
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.events import EPHEMERAL_EVENTS
-from orchestrator.execution_result import ExecutionFailed
+from orchestrator.core.execution_result import ExecutionFailed
 from orchestrator.runtime import Runtime
 from orchestrator.storage import StorageError, ThreadBusyError
+from orchestrator.storage.events import EPHEMERAL_EVENTS
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedFault, ScriptedModel, ScriptedResponse
@@ -271,7 +271,7 @@ async def test_two_processes_with_a_broker_keep_threads_consistent_and_every_wat
     """The deployed shape: two runtimes on one PostgreSQL, each with its own Redis broker, running the
     schedules above against a failing provider; watchers on either runtime, joining at any moment, get
     every stored event after their mark once, in order, whichever process published it."""
-    from orchestrator.broker import RedisBroker
+    from orchestrator.storage.broker import RedisBroker
     from orchestrator.storage.postgres import PostgresStorage
 
     rnd = random.Random(seed)

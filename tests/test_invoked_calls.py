@@ -10,9 +10,9 @@ from rich.console import Console
 from support import definitions
 
 from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.console import ConsoleView
+from orchestrator.cli.console import ConsoleView
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 

@@ -122,8 +122,8 @@ async def test_one_heartbeat_renews_every_lease_the_process_holds(tmp_path: Any)
     """A task sleeping per execution was about 50 references per conversation in every full
     collection at 1,000 conversations: one task renews them all, only what is still kept, and is
     gone when nothing is."""
-    from orchestrator.lease import Heartbeat
-    from orchestrator.messages import ThreadRecord
+    from orchestrator.core.messages import ThreadRecord
+    from orchestrator.storage.lease import Heartbeat
     from orchestrator.storage.sqlite import SQLiteStorage
 
     def beats() -> int:
@@ -164,8 +164,8 @@ async def test_one_heartbeat_renews_every_lease_the_process_holds(tmp_path: Any)
 def test_a_runtime_used_from_a_new_event_loop_renews_only_what_that_loop_keeps(tmp_path: Any) -> None:
     """An execution whose loop closed under it never released its lease: the next loop must not
     renew that lease for ever (the thread would stay locked), and must renew its own."""
-    from orchestrator.lease import Heartbeat
-    from orchestrator.messages import ThreadRecord
+    from orchestrator.core.messages import ThreadRecord
+    from orchestrator.storage.lease import Heartbeat
     from orchestrator.storage.sqlite import SQLiteStorage
 
     storage = SQLiteStorage(str(tmp_path / "loops.db"))
@@ -241,7 +241,7 @@ async def test_a_stale_execution_neither_writes_into_nor_takes_from_the_log_of_t
     owner's lease, and its step's commit took the new owner's pending events with it and, refused
     as stale, dropped them, so the new owner's tool result was missing from the log."""
     from orchestrator import define_hook
-    from orchestrator.executor import execute
+    from orchestrator.engine.executor import execute
     from orchestrator.storage.sqlite import SQLiteStorage
 
     now = [1_000.0]
@@ -304,8 +304,8 @@ async def test_renewals_that_succeed_leave_no_garbage_for_the_collector() -> Non
     collections carried them into the old generation, where only a full collection finds them."""
     import gc
 
-    from orchestrator.lease import Heartbeat
     from orchestrator.storage.base import Lease
+    from orchestrator.storage.lease import Heartbeat
 
     clock, storage = _Clock(), _RenewingStorage()
     clock.interval = 10.0

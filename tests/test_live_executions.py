@@ -1,4 +1,4 @@
-"""`LiveExecutions` (orchestrator/live.py): the one owner of which execution of a
+"""`LiveExecutions` (orchestrator/engine/live.py): the one owner of which execution of a
 thread runs in this process and of the controls said before it runs. Python
 callers, the server's `Runs` and the Temporal activity all go through it, so
 what one path says, the others see."""
@@ -14,10 +14,10 @@ import pytest
 from support import definitions
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.live import LiveExecutions
-from orchestrator.messages import ExecutionSnapshot
+from orchestrator.core.messages import ExecutionSnapshot
+from orchestrator.definitions.thread_state import ExecutionState
+from orchestrator.engine.live import LiveExecutions
 from orchestrator.server.runs import Runs
-from orchestrator.state import ExecutionState
 from orchestrator.storage import ThreadBusyError
 from providers.scripted import ScriptedCall, ScriptedResponse
 

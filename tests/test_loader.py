@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.definitions import AgentDefinition, PromptDefinition, ToolDefinition
-from orchestrator.loader import (
+from orchestrator.definitions.define import AgentDefinition, PromptDefinition, ToolDefinition
+from orchestrator.definitions.loader import (
     Definitions,
     LoadError,
     Problem,

@@ -24,7 +24,7 @@ import pytest
 from support import definitions, tool_names
 
 from orchestrator import Side, define_agent, define_prompt
-from orchestrator.definitions import DefinitionError
+from orchestrator.definitions.define import DefinitionError
 from orchestrator.mcp import McpServerError, McpTools
 from providers.config import config_from_dict
 from providers.scripted import ScriptedCall, ScriptedResponse
@@ -388,7 +388,7 @@ def test_config_errors_name_the_field() -> None:
 def test_cli_lists_mcp_tools_and_check_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     config = tmp_path / "config.yaml"
     broken = "import sys; print('no token given', file=sys.stderr); sys.exit(1)"

@@ -49,9 +49,9 @@ def _options(address: str, task_queue: str) -> Any:
 async def _runtime(schema: str, prefix: str) -> tuple[Any, Any]:
     from test_worker_support import PG_DSN, REDIS_URL, SCRIPTED_CONFIG, duo_definitions
 
-    from orchestrator.broker import RedisBroker
+    from orchestrator.core.settings import RuntimeSettings
     from orchestrator.runtime import Runtime
-    from orchestrator.settings import RuntimeSettings
+    from orchestrator.storage.broker import RedisBroker
     from orchestrator.storage.postgres import PostgresStorage
     from providers.config import config_from_dict
 
@@ -98,7 +98,7 @@ async def _work(schema: str, prefix: str, address: str, task_queue: str, tag: st
     import respx
     import test_worker_support as support
 
-    from orchestrator.worker import Worker
+    from orchestrator.temporal.worker import Worker
 
     router = respx.mock(assert_all_called=False)
     router.start()
@@ -278,7 +278,7 @@ if __name__ != "__main__":
         shared: Any, pg_schema: str, redis_prefix: str, tmp_path: Path
     ) -> None:
         storage, db, address, task_queue = shared
-        from orchestrator.messages import ThreadRecord
+        from orchestrator.core.messages import ThreadRecord
         from orchestrator.temporal import ThreadRequests, connect
 
         slow = {"ORCH_TEST_TOOL_DELAY": "1.0"}  # tools outlast the stall's start, so it lands mid-call

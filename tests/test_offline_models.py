@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field
 from support import definitions
 
 from orchestrator import Side, ThreadState, ToolResult, define_agent, define_prompt, define_tool
-from orchestrator.cli import main
-from orchestrator.loader import load_definitions
+from orchestrator.cli.main import main
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.definitions.loader import load_definitions
+from orchestrator.definitions.schema import tool_parameters
 from orchestrator.runtime import Runtime
-from orchestrator.schema import tool_parameters
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import ConfigError, config_from_dict, load_config
 from providers.test_model import example_arguments

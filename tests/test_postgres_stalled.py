@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import pytest
 from storage_backends import PG_DSN, postgres_unreachable
 
-from orchestrator.messages import ThreadRecord
+from orchestrator.core.messages import ThreadRecord
 from orchestrator.storage.postgres import PostgresStorage
 
 

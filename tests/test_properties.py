@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
 from test_schema import _gemini_as_json_schema, assert_anthropic_tool, assert_gemini, assert_openai_strict
 
-from orchestrator.schema import (
+from orchestrator.definitions.schema import (
     check_args_model,
     drop_null_defaults,
     is_strict_compatible,

@@ -194,7 +194,7 @@ class Refuse:
         if name == "litellm" or name.startswith("litellm."):
             raise ImportError("litellm is still importing (test)")
 sys.meta_path.insert(0, Refuse())
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 sys.argv = ["orchestrator", "run", "support_demo"]
 main()
 """
@@ -206,7 +206,7 @@ def test_the_demo_runs_from_the_memo_while_litellm_is_not_there(memo_home: Path)
     reach its first line. Here LiteLLM cannot be imported at all, and the demo still runs to its end."""
     env = {**os.environ, "XDG_CACHE_HOME": str(memo_home), "ORCHESTRATOR_REQUEST_MEMO": "1"}
     warm = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", "support_demo"],
+        [sys.executable, "-m", "orchestrator.cli.main", "run", "support_demo"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.scaffold import EXAMPLE_CASSETTE, ScaffoldError, bundled_project, init_project
+from orchestrator.cli.main import main
+from orchestrator.cli.scaffold import EXAMPLE_CASSETTE, ScaffoldError, bundled_project, init_project
 
 
 def test_init_writes_a_project_with_a_recorded_example(tmp_path: Path) -> None:

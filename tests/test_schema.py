@@ -28,7 +28,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field, create_model
 
-from orchestrator.schema import (
+from orchestrator.definitions.schema import (
     MAX_DEPTH,
     SchemaError,
     check_args_model,

@@ -23,8 +23,8 @@ from support import definitions
 from test_faults_provider import OPENAI_KEY, C, F, R, Rig
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.executor import ExecutionFailed, ExecutionResult
-from orchestrator.logs import configure_logging
+from orchestrator.core.logs import configure_logging
+from orchestrator.engine.executor import ExecutionFailed, ExecutionResult
 from providers.cassette import record
 
 THREAD_SECRET = "thread-secret-5b1f0c9e-value"

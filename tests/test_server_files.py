@@ -18,9 +18,9 @@ from pydantic import BaseModel
 from support import definitions
 
 from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
-from orchestrator.settings import RuntimeSettings
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 
@@ -129,8 +129,8 @@ async def test_another_user_and_a_missing_file_get_404(served: tuple[httpx.Async
 def test_the_cli_prints_each_attachments_name_type_and_size() -> None:
     from rich.console import Console
 
-    from orchestrator.console import ConsoleView
-    from orchestrator.messages import Event
+    from orchestrator.cli.console import ConsoleView
+    from orchestrator.core.messages import Event
 
     console = Console(record=True, width=200)
     view = ConsoleView({"a": "artist", "b": "person"}, console=console)

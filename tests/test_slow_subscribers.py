@@ -17,7 +17,7 @@ from test_server_ws import live  # noqa: F401 - the fixture
 from websockets.exceptions import ConnectionClosed
 
 from orchestrator import Side, define_agent, define_prompt
-from orchestrator.events import SUBSCRIBER_QUEUE, SubscriberLagging
+from orchestrator.storage.events import SUBSCRIBER_QUEUE, SubscriberLagging
 from providers.scripted import ScriptedResponse
 
 DELTAS = 10_000

@@ -17,8 +17,8 @@ from storage_backends import (  # noqa: F401 - fixtures
     storage_factory,
 )
 
-from orchestrator.messages import Event, ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
-from orchestrator.results import AttachmentRef
+from orchestrator.core.messages import Event, ExecutionSnapshot, Message, ThreadRecord, ToolCall, Usage
+from orchestrator.core.results import AttachmentRef
 from orchestrator.storage import (
     DuplicateEventError,
     NotFoundError,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.messages import Event, ExecutionSnapshot, Message, ThreadRecord, Usage
+from orchestrator.core.messages import Event, ExecutionSnapshot, Message, ThreadRecord, Usage
 from orchestrator.storage import StepWrite
 from orchestrator.storage.sqlite import SQLiteStorage
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 import respx
 
-from orchestrator.messages import Message, ToolCall
-from orchestrator.views import side_view
+from orchestrator.core.messages import Message, ToolCall
+from orchestrator.engine.views import side_view
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.stream import (

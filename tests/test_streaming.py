@@ -1,4 +1,4 @@
-"""Unit tests for orchestrator.streaming: delta assembly and progress detection."""
+"""Unit tests for orchestrator.engine.streaming: delta assembly and progress detection."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from orchestrator.messages import ToolCall
-from orchestrator.streaming import CallStarted, ProgressScanner, StreamAssembler
+from orchestrator.core.messages import ToolCall
+from orchestrator.engine.streaming import CallStarted, ProgressScanner, StreamAssembler
 from providers.stream import (
     ProviderBlock,
     StreamEnd,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.messages import ToolCall
-from orchestrator.streaming import StreamAssembler
+from orchestrator.core.messages import ToolCall
+from orchestrator.engine.streaming import StreamAssembler
 from providers.stream import TextDelta, ToolCallDelta
 
 PROGRESS = {"search": "query", "write": "path", "plain": None}

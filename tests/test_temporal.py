@@ -31,12 +31,12 @@ from test_worker_support import (  # noqa: F401
     shape,
 )
 
-from orchestrator.broker import RedisBroker
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
-from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.broker import RedisBroker
 from orchestrator.storage.postgres import PostgresStorage
 from orchestrator.temporal import TemporalOptions, ThreadRequests, connect
-from orchestrator.worker import Worker
+from orchestrator.temporal.worker import Worker
 from providers.config import config_from_dict
 
 
@@ -367,7 +367,7 @@ async def test_temporal_a_busy_thread_continues_as_new_and_keeps_its_queue(stack
 def test_temporal_command_line_names_what_is_missing(tmp_path: Any) -> None:
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     served = CliRunner().invoke(main, ["serve", "--temporal", "127.0.0.1:7233", "--db", str(tmp_path / "x.db")])
     assert served.exit_code == 2 and "--temporal needs PostgreSQL storage" in served.output, served.output

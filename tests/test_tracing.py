@@ -14,8 +14,9 @@ import pytest
 from pydantic import BaseModel
 from support import Q, definitions
 
-from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool, tracing
-from orchestrator.settings import RuntimeSettings
+from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core import tracing
+from orchestrator.core.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 pytest.importorskip("opentelemetry.sdk", reason="the [otel] extra's SDK is part of the test install")

@@ -137,7 +137,7 @@ class RuntimeContender:
 
     async def _open(self, scenario: str, model: str, stubbed: bool) -> Any:
         from orchestrator import Runtime
-        from orchestrator.settings import RuntimeSettings
+        from orchestrator.core.settings import RuntimeSettings
         from orchestrator.storage import open_storage
         from providers.client import ModelClient
         from providers.config import config_from_dict
@@ -166,7 +166,7 @@ class RuntimeContender:
 
     def _definitions(self, scenario: str) -> Any:
         from orchestrator import Side, define_agent, define_hook, define_prompt
-        from orchestrator.loader import Definitions
+        from orchestrator.definitions.loader import Definitions
 
         names = SCENARIO_TOOLS[scenario]
         prompt = define_prompt(prompt=SYSTEM, model="bench", tools=names, tool_description="The benchmark agent")

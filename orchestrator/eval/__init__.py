@@ -12,12 +12,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .report import Report, build_report
-    from .runner import EvalRun, Evaluator, RunOutcome
-    from .scoring import Score, pass_hat_k, score
-    from .sources import LiveSource, ReplaySource, ScriptedSource, load_script
-    from .suite import Suite, SuiteError, load_suite
-    from .testing import assert_suite, run_suite
+    from orchestrator.eval.report import Report, build_report
+    from orchestrator.eval.runner import EvalRun, Evaluator, RunOutcome
+    from orchestrator.eval.scoring import Score, pass_hat_k, score
+    from orchestrator.eval.sources import LiveSource, ReplaySource, ScriptedSource, load_script
+    from orchestrator.eval.suite import Suite, SuiteError, load_suite
+    from orchestrator.eval.testing import assert_suite, run_suite
 
 _HOMES = {
     "Report": "report",

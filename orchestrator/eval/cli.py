@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from .report import Report
-    from .runner import RunOutcome
-    from .sources import ModelSource
-    from .suite import Suite
+    from orchestrator.eval.report import Report
+    from orchestrator.eval.runner import RunOutcome
+    from orchestrator.eval.sources import ModelSource
+    from orchestrator.eval.suite import Suite
 
 __all__ = ["eval_group"]
 
@@ -74,9 +74,9 @@ def run_command(
     fail_under: float | None,
 ) -> None:
     """Run every scenario of SUITE k times, print the pass^k table, write JSON and JUnit reports."""
-    from .report import build_report, junit_xml, markdown, write_json
-    from .runner import Evaluator
-    from .suite import SuiteError, load_suite
+    from orchestrator.eval.report import build_report, junit_xml, markdown, write_json
+    from orchestrator.eval.runner import Evaluator
+    from orchestrator.eval.suite import SuiteError, load_suite
 
     if live and scripted:
         raise click.UsageError("--live and --scripted are exclusive")
@@ -103,7 +103,7 @@ def run_command(
 
 
 def _source(suite: Suite, live: bool, scripted: Path | None, cassettes: Path | None) -> ModelSource:
-    from .sources import LiveSource, ReplaySource, ScriptedSource, load_script
+    from orchestrator.eval.sources import LiveSource, ReplaySource, ScriptedSource, load_script
 
     if live:
         return LiveSource()
@@ -190,13 +190,12 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
     """Run one recorded eval run again offline: its transcript, checks, and whether it matches the recording.
 
     Exits 2 if the replay differs from the recording, 1 if a check fails, 0 if it passes."""
+    from orchestrator.cli.session import compare
+    from orchestrator.eval.grading import render_transcript
+    from orchestrator.eval.runner import Evaluator
+    from orchestrator.eval.sources import ReplaySource
+    from orchestrator.eval.suite import SuiteError, load_suite
     from providers.cassette import load_cassette
-
-    from ..session import compare
-    from .grading import render_transcript
-    from .runner import Evaluator
-    from .sources import ReplaySource
-    from .suite import SuiteError, load_suite
 
     try:
         meta = load_cassette(cassette).metadata
@@ -231,8 +230,8 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
 @click.argument("second", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def compare_command(first: Path, second: Path) -> None:
     """Show what changed between two eval reports (JSON), scenario by scenario."""
-    from .compare import compare_markdown
-    from .report import load_report
+    from orchestrator.eval.compare import compare_markdown
+    from orchestrator.eval.report import load_report
 
     try:
         a, b = load_report(first), load_report(second)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from .report import Report
-from .scoring import ScenarioScore
+from orchestrator.eval.report import Report
+from orchestrator.eval.scoring import ScenarioScore
 
 __all__ = ["Change", "compare", "compare_markdown"]
 

@@ -1,6 +1,6 @@
 """Grading one finished run against its scenario's checks.
 
-The state checks are `orchestrator.checks` (the pytest plugin asserts with the
+The state checks are `orchestrator.testing.checks` (the pytest plugin asserts with the
 same functions); this module maps the suite's check entries onto them and adds
 the judge, a model from the config that reads the transcript and answers with a
 verdict and a reason.
@@ -15,11 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from providers import model_json
-
-from .. import checks as c
-from ..session import transcript
-from .suite import (
+from orchestrator.cli.session import transcript
+from orchestrator.eval.suite import (
     Check,
     EndReasonCheck,
     JudgeCheck,
@@ -32,12 +29,13 @@ from .suite import (
     ValuesCheck,
     load_predicate,
 )
+from orchestrator.testing import checks as c
+from providers import model_json
 
 if TYPE_CHECKING:
+    from orchestrator.engine.executor import ExecutionResult
+    from orchestrator.runtime import Thread
     from providers.client import ModelClient
-
-    from ..executor import ExecutionResult
-    from ..runtime import Thread
 
 __all__ = [
     "CheckOutcome",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .runner import EvalRun, RunOutcome
-from .scoring import ScenarioScore, Score, score
+from orchestrator.eval.runner import EvalRun, RunOutcome
+from orchestrator.eval.scoring import ScenarioScore, Score, score
 
 __all__ = ["Report", "build_report", "junit_xml", "load_report", "markdown", "replay_command", "write_json"]
 

@@ -25,18 +25,17 @@ from unittest import mock
 
 from pydantic import BaseModel, Field
 
+from orchestrator.cli.session import transcript
+from orchestrator.core.results import AttachmentRef
+from orchestrator.definitions.define import AgentDefinition, Side
+from orchestrator.definitions.loader import Definitions
+from orchestrator.engine.views import render_prompt
+from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system
+from orchestrator.eval.sources import ModelSource, cassette_path
+from orchestrator.eval.suite import JudgeCheck, Scenario, Suite
+from orchestrator.eval.traffic import RunTraffic, routing, traffic_of
+from orchestrator.runtime import Runtime, Thread
 from providers.cassette import Recorder
-
-from ..definitions import AgentDefinition, Side
-from ..loader import Definitions
-from ..results import AttachmentRef
-from ..runtime import Runtime, Thread
-from ..session import transcript
-from ..views import render_prompt
-from .grading import CheckOutcome, Spent, grade, judge_system
-from .sources import ModelSource, cassette_path
-from .suite import JudgeCheck, Scenario, Suite
-from .traffic import RunTraffic, routing, traffic_of
 
 __all__ = ["EvalRun", "Evaluator", "RunOutcome"]
 

@@ -15,7 +15,7 @@ from math import comb
 
 from pydantic import BaseModel
 
-from .runner import EvalRun, RunOutcome
+from orchestrator.eval.runner import EvalRun, RunOutcome
 
 __all__ = ["ScenarioScore", "Score", "pass_hat_k", "score"]
 

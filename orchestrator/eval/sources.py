@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import respx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.eval.yamlfile import describe_errors, read_yaml
 from providers.cassette import Replayer, load_cassette
 from providers.config import SCRIPTED_BASE_URL
 from providers.scripted import (
@@ -28,8 +29,6 @@ from providers.scripted import (
     ScriptedModel,
     ScriptedResponse,
 )
-
-from .yamlfile import describe_errors, read_yaml
 
 __all__ = [
     "LiveSource",

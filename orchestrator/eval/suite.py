@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from .yamlfile import Marks, describe_errors, read_yaml, where
+from orchestrator.eval.yamlfile import Marks, describe_errors, read_yaml, where
 
 __all__ = [
     "Budget",

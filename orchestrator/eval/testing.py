@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .report import Report, build_report, markdown
-from .runner import Evaluator
-from .sources import ModelSource, ReplaySource
-from .suite import load_suite
+from orchestrator.eval.report import Report, build_report, markdown
+from orchestrator.eval.runner import Evaluator
+from orchestrator.eval.sources import ModelSource, ReplaySource
+from orchestrator.eval.suite import load_suite
 
 __all__ = ["assert_suite", "run_suite"]
 

@@ -24,16 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from orchestrator.core.results import ToolAttachment, ToolResult
+from orchestrator.definitions.define import DefinitionError, ToolDefinition
+from orchestrator.mcp.session import McpServerError, McpSession, Redact
 from providers.config import McpServerConfig
-
-from ..definitions import DefinitionError, ToolDefinition
-from ..results import ToolAttachment, ToolResult
-from .session import McpServerError, McpSession, Redact
 
 if TYPE_CHECKING:
     from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents, Tool
 
-    from ..state import ThreadState
+    from orchestrator.engine.state import ThreadState
 
 PREFIX = "mcp:"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -49,9 +49,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from .. import tracing
-from ..settings import SandboxSettings
-from ._budget import Budget, BudgetTimeout
+from orchestrator.core import tracing
+from orchestrator.core.settings import SandboxSettings
+from orchestrator.sandbox._budget import Budget, BudgetTimeout
 
 __all__ = [
     "JAVASCRIPT_IMPORTS",
@@ -259,9 +259,9 @@ class CodeExecution:
         if waited > 0.001:
             request = request.model_copy(update={"timeout": max(request.timeout - waited, 0.001)})
         if request.language == "python":
-            from .python import run_python as engine
+            from orchestrator.sandbox.python import run_python as engine
         else:
-            from .javascript import run_javascript as engine
+            from orchestrator.sandbox.javascript import run_javascript as engine
         return await engine(request, self._abort, lease)
 
     async def _watch(self, abort_signal: AbortLike) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..settings import SandboxSettings
+from orchestrator.core.settings import SandboxSettings
 
 
 class BudgetTimeout(Exception):

@@ -35,10 +35,10 @@ import threading
 import time
 from typing import Any
 
-from ..extras import MissingExtra, require
-from . import MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Console, _Request
-from ._budget import Lease
-from ._epoch import EpochClock
+from orchestrator.core.extras import MissingExtra, require
+from orchestrator.sandbox import MEMORY_CEILING, RESULT_LIMIT, CodeResult, _AbortFlag, _Console, _Request
+from orchestrator.sandbox._budget import Lease
+from orchestrator.sandbox._epoch import EpochClock
 
 _WASM_STACK = 1920 * 1024  # wasmtime caps it below its async stack size (2 MiB)
 _THREAD_STACK = 16 * 1024 * 1024

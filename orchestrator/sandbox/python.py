@@ -32,10 +32,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..extras import MissingExtra, require
-from . import MEMORY_CEILING, RESULT_LIMIT, CodeResult, SandboxUnavailable, _AbortFlag, _Console, _jail, _Request
-from ._budget import Lease
-from ._python_source import Program, SourceError, prepare
+from orchestrator.core.extras import MissingExtra, require
+from orchestrator.sandbox import (
+    MEMORY_CEILING,
+    RESULT_LIMIT,
+    CodeResult,
+    SandboxUnavailable,
+    _AbortFlag,
+    _Console,
+    _jail,
+    _Request,
+)
+from orchestrator.sandbox._budget import Lease
+from orchestrator.sandbox._python_source import Program, SourceError, prepare
 
 if TYPE_CHECKING:
     import pydantic_monty
@@ -133,7 +142,7 @@ async def run_python(request: _Request, abort: _AbortFlag, lease: Lease) -> Code
 
 
 async def _run_bounded(program: Program, request: _Request, abort: _AbortFlag) -> CodeResult:
-    from . import current_settings
+    from orchestrator.sandbox import current_settings
 
     if abort.is_set():
         return CodeResult(status="aborted", error=abort.reason)

@@ -17,23 +17,23 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from ..runtime import Runtime
-from . import docs as api_docs
-from . import files, routes, ws
-from .auth import Authenticator, load_tokens
-from .errors import install_error_handlers
-from .guard import SiteGuard
-from .limits import BodyLimit
-from .runs import QueuedRuns
+from orchestrator.runtime import Runtime
+from orchestrator.server import docs as api_docs
+from orchestrator.server import files, routes, ws
+from orchestrator.server.auth import Authenticator, load_tokens
+from orchestrator.server.errors import install_error_handlers
+from orchestrator.server.guard import SiteGuard
+from orchestrator.server.limits import BodyLimit
+from orchestrator.server.runs import QueuedRuns
 
 if TYPE_CHECKING:
-    from ..temporal import TemporalOptions, ThreadRequests
+    from orchestrator.temporal import TemporalOptions, ThreadRequests
 
 STATIC = Path(__file__).parent / "static"
 
 
 async def _requests(options: TemporalOptions) -> ThreadRequests:
-    from ..temporal import ThreadRequests, connect
+    from orchestrator.temporal import ThreadRequests, connect
 
     return ThreadRequests(await connect(options), options)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from .errors import ApiError
+from orchestrator.server.errors import ApiError
 
 TOKENS_ENV = "ORCHESTRATOR_TOKENS"
 WS_PROTOCOL = "bearer"

@@ -27,9 +27,9 @@ import click
 if TYPE_CHECKING:  # the server extra may be missing: imported where used
     from fastapi import FastAPI
 
-    from ..broker import RedisBroker
-    from ..runtime import Runtime
-    from ..temporal import TemporalOptions
+    from orchestrator.runtime import Runtime
+    from orchestrator.storage.broker import RedisBroker
+    from orchestrator.temporal import TemporalOptions
 
 
 @contextlib.contextmanager
@@ -42,7 +42,7 @@ def _models(replay: str | None, scripted: str | None) -> Iterator[None]:
         with replaying(replay):
             yield
     elif scripted:
-        from .scripted import DEMO_SCRIPT, scripted_model
+        from orchestrator.server.scripted import DEMO_SCRIPT, scripted_model
 
         try:
             model = scripted_model(DEMO_SCRIPT if scripted == "demo" else scripted)
@@ -210,10 +210,10 @@ def _serve(
     """
     uvicorn = _server_dependencies()
 
-    from ..cli_errors import errors_as_messages
-    from ..runtime import Runtime
-    from .guard import LOOPBACK_HOSTS
-    from .serving import server_config
+    from orchestrator.cli.errors import errors_as_messages
+    from orchestrator.runtime import Runtime
+    from orchestrator.server.guard import LOOPBACK_HOSTS
+    from orchestrator.server.serving import server_config
 
     tokens = _tokens(tokens_file)
     with _models(replay, scripted):
@@ -254,7 +254,7 @@ def _app(
     *,
     docs: bool = False,
 ) -> FastAPI:
-    from .app import create_app
+    from orchestrator.server.app import create_app
 
     return create_app(
         runtime,
@@ -271,7 +271,7 @@ def _app(
 
 def _server_dependencies() -> ModuleType:
     """uvicorn, once FastAPI and the WebSocket protocol are known to import: the base install has none of them."""
-    from ..extras import MissingExtra, require
+    from orchestrator.core.extras import MissingExtra, require
 
     try:
         for module in ("fastapi", "websockets"):
@@ -294,12 +294,12 @@ def is_loopback(host: str) -> bool:
 def _temporal_and_broker(
     runtime: Any, address: str, namespace: str, task_queue: str, heartbeat_timeout: float, redis: str | None
 ) -> tuple[Any, Any]:
-    from ..broker import RedisBroker
-    from ..extras import MissingExtra, missing_extra_message
-    from ..storage.postgres import PostgresStorage
+    from orchestrator.core.extras import MissingExtra, missing_extra_message
+    from orchestrator.storage.broker import RedisBroker
+    from orchestrator.storage.postgres import PostgresStorage
 
     try:
-        from ..temporal import TemporalOptions
+        from orchestrator.temporal import TemporalOptions
     except ImportError:
         raise click.UsageError(missing_extra_message("--temporal", "temporal")) from None
     if not isinstance(runtime.storage, PostgresStorage):

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .schemas import ErrorBody
+from orchestrator.server.schemas import ErrorBody
 
 _log = structlog.get_logger("orchestrator.server")
 

@@ -5,7 +5,7 @@ missing or someone else's). File names and types come from tools, which is to
 say from model output: hostile. So a file is served with `nosniff`, a sandboxing
 CSP, and `Content-Disposition: attachment` unless it is a raster image a browser
 can only draw; active types (HTML, SVG, XML, scripts), and a type that is not one
-(stored before types were checked, `orchestrator/mime.py`), go out as
+(stored before types were checked, `orchestrator/core/mime.py`), go out as
 `application/octet-stream`, and the name is sent RFC 6266-encoded.
 """
 
@@ -18,11 +18,11 @@ from fastapi import APIRouter, Path
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from ..mime import mime_problem
-from ..results import AttachmentRef
-from ..storage.base import NotFoundError
-from .errors import ApiError, error_responses
-from .routes import Srv, ThreadId, Who, find_thread
+from orchestrator.core.mime import mime_problem
+from orchestrator.core.results import AttachmentRef
+from orchestrator.server.errors import ApiError, error_responses
+from orchestrator.server.routes import Srv, ThreadId, Who, find_thread
+from orchestrator.storage.base import NotFoundError
 
 __all__ = ["FileList", "FileOut", "router"]
 

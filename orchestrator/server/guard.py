@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from .docs import DOCS_PATH, SWAGGER_UI
-from .errors import error_response
+from orchestrator.server.docs import DOCS_PATH, SWAGGER_UI
+from orchestrator.server.errors import error_response
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 PAGE_CSP = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import error_response
+from orchestrator.server.errors import error_response
 
 if TYPE_CHECKING:
     from starlette.types import Message, Receive

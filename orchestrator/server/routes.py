@@ -15,16 +15,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..definitions import MessageArgs, ToolDefinition
-from ..env import EnvWriteRefused
-from ..executor import ExecutionFailed, ExecutionResult
-from ..messages import SideName
-from ..runtime import Runtime, Thread
-from ..storage.base import NotFoundError, ThreadBusyError
-from .auth import Authenticator, Principal
-from .errors import ApiError, error_responses
-from .runs import QueuedRequestFailed, QueuedRuns, Runs
-from .schemas import (
+from orchestrator.core.messages import SideName
+from orchestrator.definitions.define import MessageArgs, ToolDefinition
+from orchestrator.engine.executor import ExecutionFailed, ExecutionResult
+from orchestrator.runtime import Runtime, Thread
+from orchestrator.server.auth import Authenticator, Principal
+from orchestrator.server.errors import ApiError, error_responses
+from orchestrator.server.runs import QueuedRequestFailed, QueuedRuns, Runs
+from orchestrator.server.schemas import (
     ENV_NAME_PATTERN,
     MAX_JSON_DEPTH,
     AgentList,
@@ -48,6 +46,8 @@ from .schemas import (
     ValueOut,
     json_depth,
 )
+from orchestrator.storage.base import NotFoundError, ThreadBusyError
+from orchestrator.storage.env import EnvWriteRefused
 
 _bearer_doc = HTTPBearer(
     auto_error=False, description="A token from ORCHESTRATOR_TOKENS (omit when the server runs without tokens)"
@@ -218,7 +218,7 @@ async def _start(srv: ServerState, thread: Thread, text: str | None, wait: bool)
 
 async def _start_queued(runs: QueuedRuns, thread: Thread, text: str | None, wait: bool) -> JSONResponse:
     """Answered only once Temporal stored the request; with `wait`, once it ended."""
-    from ..temporal import TemporalUnavailable
+    from orchestrator.temporal import TemporalUnavailable
 
     try:
         result = await runs.submit(thread, text, wait=wait)
@@ -233,7 +233,7 @@ async def _start_queued(runs: QueuedRuns, thread: Thread, text: str | None, wait
 
 
 async def _queued_control(runs: QueuedRuns, thread: Thread, side: SideName | None) -> bool:
-    from ..temporal import TemporalUnavailable
+    from orchestrator.temporal import TemporalUnavailable
 
     try:
         return await (runs.request_stop(thread) if side is None else runs.request_force_turn(thread, side))
@@ -376,8 +376,8 @@ def _side(side: Any) -> SideOut:
 @router.get("/tools", response_model=ToolList, responses=_AUTH, tags=["catalog"])
 async def list_tools(srv: Srv, who: Who) -> ToolList:
     """What models can call: tools, prompts, exposed agents, with their JSON schemas."""
-    from ..loader import callable_description, callable_kind
-    from ..schema import SchemaError, tool_parameters
+    from orchestrator.definitions.loader import callable_description, callable_kind
+    from orchestrator.definitions.schema import SchemaError, tool_parameters
 
     defs = srv.runtime.definitions
     tools = []
@@ -409,6 +409,6 @@ async def event_schema() -> dict[str, Any]:
 
 @functools.cache
 def _event_schema() -> dict[str, Any]:
-    from ..event_types import events_json_schema
+    from orchestrator.core.event_types import events_json_schema
 
     return events_json_schema()

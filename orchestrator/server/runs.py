@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ..executor import ExecutionFailed, ExecutionResult
-from ..messages import SideName
-from ..runtime import Runtime, Thread
-from ..storage.base import ThreadBusyError
+from orchestrator.core.messages import SideName
+from orchestrator.engine.executor import ExecutionFailed, ExecutionResult
+from orchestrator.runtime import Runtime, Thread
+from orchestrator.storage.base import ThreadBusyError
 
 if TYPE_CHECKING:
-    from ..broker import RedisBroker
-    from ..temporal import ThreadRequests
+    from orchestrator.storage.broker import RedisBroker
+    from orchestrator.temporal import ThreadRequests
 
 _log = structlog.get_logger("orchestrator.server")
 

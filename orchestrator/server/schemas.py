@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ..executor import ExecutionResult
-from ..messages import ExecutionSnapshot, Message, SideName, ThreadStatus, Usage
+from orchestrator.core.messages import ExecutionSnapshot, Message, SideName, ThreadStatus, Usage
+from orchestrator.engine.executor import ExecutionResult
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 MAX_TEXT_CHARS = 100_000

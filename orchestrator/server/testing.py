@@ -22,7 +22,7 @@ class LiveServer:
         """`limits`: `request_timeout`, `max_connections` (see `serving.server_config`)."""
         import uvicorn
 
-        from .serving import server_config
+        from orchestrator.server.serving import server_config
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -18,12 +18,12 @@ import contextlib
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from ..events import SubscriberLagging
-from ..runtime import Thread
-from .auth import WS_PROTOCOL
-from .errors import ApiError, error_response
-from .guard import origin_allowed
-from .routes import ServerState, find_thread
+from orchestrator.runtime import Thread
+from orchestrator.server.auth import WS_PROTOCOL
+from orchestrator.server.errors import ApiError, error_response
+from orchestrator.server.guard import origin_allowed
+from orchestrator.server.routes import ServerState, find_thread
+from orchestrator.storage.events import SubscriberLagging
 
 router = APIRouter()
 LAGGING_CLOSE_CODE = 1013  # "try again later": the client fell behind; reconnect with ?after=<last seq seen>

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import (
+from orchestrator.storage.base import (
     DuplicateEventError,
     ExecutionStart,
     Lease,
@@ -33,12 +33,12 @@ __all__ = [
 def open_storage(url: str) -> Storage:
     """`sqlite:///path.db`, `sqlite://:memory:` or a bare path mean SQLite;
     `postgresql://...` means PostgreSQL (the postgres extra: without asyncpg this raises
-    `orchestrator.extras.MissingExtra` naming it). The returned storage is not yet open."""
+    `orchestrator.core.extras.MissingExtra` naming it). The returned storage is not yet open."""
     if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStorage
+        from orchestrator.storage.postgres import PostgresStorage
 
         return PostgresStorage(url)
-    from .sqlite import SQLiteStorage
+    from orchestrator.storage.sqlite import SQLiteStorage
 
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
     return SQLiteStorage(path or ":memory:")

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from pydantic_core import to_json
 
-from ..messages import EncodedEvents, Event, Message, ThreadRecord
-from .base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
-from .owners import owner_gone
+from orchestrator.core.messages import EncodedEvents, Event, Message, ThreadRecord
+from orchestrator.storage.base import Lease, NotFoundError, StaleLeaseError, StepWrite, ThreadBusyError
+from orchestrator.storage.owners import owner_gone
 
 THREAD_COLUMNS = (
     "id",

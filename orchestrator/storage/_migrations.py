@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .base import SchemaVersionError
+from orchestrator.storage.base import SchemaVersionError
 
 Backend = Literal["sqlite", "postgres"]
 

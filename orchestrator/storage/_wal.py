@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ._thread import StorageThread
+from orchestrator.storage._thread import StorageThread
 
 __all__ = ["WalCheckpointer"]
 

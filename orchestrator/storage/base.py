@@ -17,15 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..messages import (
-    EnvType,
-    EnvValue,
-    Event,
-    Message,
-    MessagesResult,
-    ThreadRecord,
-)
-from ..results import AttachmentRef
+from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
+from orchestrator.core.results import AttachmentRef
 
 
 class StorageError(Exception):

@@ -20,12 +20,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
-from ..extras import require
-from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
-from ..results import AttachmentRef
-from . import _common as c
-from ._migrations import Migration, check_sequence, load_migrations, pending
-from .base import DuplicateEventError, ExecutionStart, Lease, Scope, StepWrite, Storage, StorageError
+from orchestrator.core.extras import require
+from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
+from orchestrator.core.results import AttachmentRef
+from orchestrator.storage import _common as c
+from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending
+from orchestrator.storage.base import (
+    DuplicateEventError,
+    ExecutionStart,
+    Lease,
+    Scope,
+    StepWrite,
+    Storage,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     import asyncpg

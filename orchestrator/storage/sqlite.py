@@ -26,13 +26,21 @@ from typing import Any, Literal, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
-from ..messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
-from ..results import AttachmentRef
-from . import _common as c
-from ._migrations import Migration, check_sequence, load_migrations, pending, split_statements
-from ._thread import Elsewhere, StorageThread
-from ._wal import WalCheckpointer
-from .base import DuplicateEventError, ExecutionStart, Lease, Scope, StepWrite, Storage, StorageError
+from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
+from orchestrator.core.results import AttachmentRef
+from orchestrator.storage import _common as c
+from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending, split_statements
+from orchestrator.storage._thread import Elsewhere, StorageThread
+from orchestrator.storage._wal import WalCheckpointer
+from orchestrator.storage.base import (
+    DuplicateEventError,
+    ExecutionStart,
+    Lease,
+    Scope,
+    StepWrite,
+    Storage,
+    StorageError,
+)
 
 T = TypeVar("T")
 

@@ -2,10 +2,10 @@
 
 One workflow per thread keeps its requests (run, send) in order and durable;
 each request runs as an activity that calls the executor. `ThreadRequests` is
-the server's side, `orchestrator.worker.Worker` the workers'. See
+the server's side, `orchestrator.temporal.worker.Worker` the workers'. See
 docs/deployment.md.
 """
 
-from .client import TemporalOptions, TemporalUnavailable, ThreadRequests, connect
+from orchestrator.temporal.client import TemporalOptions, TemporalUnavailable, ThreadRequests, connect
 
 __all__ = ["TemporalOptions", "TemporalUnavailable", "ThreadRequests", "connect"]

@@ -23,10 +23,10 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from .. import tracing
-from ..executor import ExecutionFailed, execute
-from ..storage import NotFoundError, StaleLeaseError, ThreadBusyError
-from .workflow import (
+from orchestrator.core import tracing
+from orchestrator.engine.executor import ExecutionFailed, execute
+from orchestrator.storage import NotFoundError, StaleLeaseError, ThreadBusyError
+from orchestrator.temporal.workflow import (
     EXECUTE_ACTIVITY,
     Controls,
     ExecutionInput,
@@ -36,10 +36,11 @@ from .workflow import (
 )
 
 if TYPE_CHECKING:
-    from ..broker import RedisBroker
-    from ..messages import SideName, ThreadRecord
-    from ..runtime import Runtime
-    from ..state import ExecutionState, ThreadState
+    from orchestrator.core.messages import SideName, ThreadRecord
+    from orchestrator.definitions.thread_state import ExecutionState
+    from orchestrator.engine.state import ThreadState
+    from orchestrator.runtime import Runtime
+    from orchestrator.storage.broker import RedisBroker
 
 __all__ = ["ExecutionActivities"]
 

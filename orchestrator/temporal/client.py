@@ -15,15 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateStage
 from temporalio.common import WorkflowIDConflictPolicy
 
-from .. import tracing
-from .workflow import (
-    ActivityTimeouts,
-    Outcome,
-    Request,
-    ThreadRun,
-    ThreadWorkflow,
-    workflow_id,
-)
+from orchestrator.core import tracing
+from orchestrator.temporal.workflow import ActivityTimeouts, Outcome, Request, ThreadRun, ThreadWorkflow, workflow_id
 
 __all__ = ["TemporalOptions", "TemporalUnavailable", "ThreadRequests", "connect"]
 

@@ -74,7 +74,7 @@ def test_config_that_is_not_utf8_is_a_config_error_naming_the_file(tmp_path: Pat
 def test_run_with_an_alias_bomb_fails_fast_with_the_file_named(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     path = tmp_path / "bomb.yaml"
     path.write_text(_bomb(), encoding="utf-8")

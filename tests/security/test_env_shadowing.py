@@ -19,10 +19,10 @@ import respx
 from support import chat_definitions, tool_messages
 
 from orchestrator import ToolResult, VariableDefinition, define_tool
-from orchestrator.env import EnvWriteRefused
-from orchestrator.loader import Definitions, LoadError, load_definitions
+from orchestrator.core.settings import RuntimeSettings
+from orchestrator.definitions.loader import Definitions, LoadError, load_definitions
 from orchestrator.server.app import create_app
-from orchestrator.settings import RuntimeSettings
+from orchestrator.storage.env import EnvWriteRefused
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse

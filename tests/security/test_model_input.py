@@ -20,9 +20,9 @@ import respx
 from support import Q, chat_definitions
 
 from orchestrator import define_tool
-from orchestrator.checks import calls_made
-from orchestrator.execution_result import ExecutionFailed
-from orchestrator.streaming import StreamAssembler
+from orchestrator.core.execution_result import ExecutionFailed
+from orchestrator.engine.streaming import StreamAssembler
+from orchestrator.testing.checks import calls_made
 from providers.client import ModelClient
 from providers.config import config_from_dict
 from providers.model_json import MAX_DEPTH

@@ -24,8 +24,8 @@ from support import definitions
 from test_faults_provider import OPENAI_KEY, C, R, Rig
 
 from orchestrator import Side, define_agent, define_prompt, define_tool
-from orchestrator.env import Redactor, SecretScopes
-from orchestrator.logs import configure_logging
+from orchestrator.core.logs import configure_logging
+from orchestrator.core.secrets import Redactor, SecretScopes
 
 BOB_LONG = "lookup_order"  # 12 characters: redacted wherever it occurs, in Bob's thread
 BOB_SHORT = "order"  # 5 characters: redacted as a whole word, in Bob's thread

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from sandbox_support import running_workers
 
+from orchestrator.core.settings import RuntimeSettings, SandboxSettings
 from orchestrator.runtime import Runtime
 from orchestrator.sandbox import MEMORY_CEILING, configure, run_code
 from orchestrator.sandbox.python import shutdown
-from orchestrator.settings import RuntimeSettings, SandboxSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 _JS_LOOP = "for (;;) {}"

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
+from orchestrator.core.settings import SandboxSettings
 from orchestrator.sandbox import MEMORY_CEILING, RESULT_LIMIT, configure, run_code
 from orchestrator.sandbox.python import shutdown
-from orchestrator.settings import SandboxSettings
 
 _SECRET_NAME = "ORCH_SANDBOX_TEST_API_KEY"
 _SECRET = "sk-sandbox-js-5e1b7c9d2f4a8e60"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from sandbox_support import running_workers, state, until, workers
 
+from orchestrator.core.settings import SandboxSettings
 from orchestrator.sandbox import RESULT_LIMIT, configure, run_code
 from orchestrator.sandbox.python import shutdown
-from orchestrator.settings import SandboxSettings
 
 _SECRET_NAME = "ORCH_SANDBOX_TEST_API_KEY"
 _SECRET = "sk-sandbox-0d9f3c2a7b1e4f58a6c0"

@@ -29,11 +29,12 @@ from support import Q, definitions, event_log, tool_messages
 from test_mcp import SERVER, http_url  # noqa: F401  (http_url: the MCP test server over HTTP, a fixture)
 from test_tracing import spans  # noqa: F401  (the in-memory exporter behind the global tracer provider)
 
-from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool, tracing
-from orchestrator.env import Redactor, SecretScopes
-from orchestrator.logs import configure_logging, register_secrets
-from orchestrator.messages import ToolCall
-from orchestrator.settings import RuntimeSettings
+from orchestrator import Side, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core import tracing
+from orchestrator.core.logs import configure_logging, register_secrets
+from orchestrator.core.messages import ToolCall
+from orchestrator.core.secrets import Redactor, SecretScopes
+from orchestrator.core.settings import RuntimeSettings
 from providers.scripted import ScriptedCall, ScriptedResponse
 
 R = ScriptedResponse
@@ -275,7 +276,7 @@ def test_orchestrator_tools_shows_a_failed_servers_stderr_without_its_token(
 
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     monkeypatch.setenv("SINK_CLI_TOKEN", PROCESS_TOKEN)
     broken = "import os, sys; print('rejected token', os.environ['TOK'], file=sys.stderr); sys.exit(1)"

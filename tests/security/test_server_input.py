@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from support import Q, chat_definitions
 
 from orchestrator import ToolAttachment, ToolResult, define_tool
-from orchestrator.results import AttachmentRef
+from orchestrator.core.results import AttachmentRef
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
 from orchestrator.server.schemas import MAX_JSON_DEPTH

@@ -21,9 +21,9 @@ from storage_backends import StorageFactory, fake_clock, storage_factory  # noqa
 from support import Q, definitions
 
 from orchestrator import Side, ThreadState, ToolResult, define_agent, define_prompt, define_tool
+from orchestrator.core.settings import RuntimeSettings
 from orchestrator.runtime import Runtime
 from orchestrator.sandbox import CodeResult, run_code
-from orchestrator.settings import RuntimeSettings
 from providers.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

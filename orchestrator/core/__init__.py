@@ -1,0 +1,1 @@
+"""Plain values every layer shares: messages, tool results, event payloads, settings, logs."""

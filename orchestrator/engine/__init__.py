@@ -1,0 +1,1 @@
+"""Running a thread: execution, turns, steps, tool calls, the state tools see."""

@@ -1,0 +1,584 @@
+"""The two-sided loop: an execution is turns, a turn is steps, a step is one
+model request and the tool calls it asked for.
+
+Read top to bottom: `execute` takes the thread's lease and runs `_Execution.go`,
+which alternates sides' turns until something ends the execution; `turn` runs
+one side's steps until its turn ends; `step` streams one model response,
+stores it in one transaction and dispatches its tool calls.
+
+`toolset`, `stream`, `count_step` and `dispatch` are the public face a prompt
+called as a tool runs its nested loop through (`nested.NestedHost`); the rest
+of `_Execution` is the loop's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from orchestrator.core import tracing
+from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult
+from orchestrator.core.messages import (
+    Event,
+    ExecutionSnapshot,
+    Message,
+    SideName,
+    ThreadRecord,
+    ThreadStatus,
+    ToolCall,
+    Usage,
+    new_id,
+)
+from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side
+from orchestrator.definitions.thread_state import ExecutionState
+from orchestrator.engine import gc_policy
+from orchestrator.engine.answers import answer_message, provider_family, with_unique_call_ids
+from orchestrator.engine.dispatch import Aborted, Dispatcher, NestedTarget, StepTools
+from orchestrator.engine.hooks import ToolCallStart
+from orchestrator.engine.state import ThreadState
+from orchestrator.engine.streaming import CallStarted, StreamAssembler
+from orchestrator.engine.toolset import Toolset, build_toolset
+from orchestrator.engine.views import render_prompt, side_view
+from orchestrator.storage.base import StaleLeaseError
+from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
+
+if TYPE_CHECKING:
+    from orchestrator.core.results import ToolResult
+    from orchestrator.engine.services import Services
+
+_log = structlog.get_logger("orchestrator.engine.executor")
+_MESSAGE_EVENTS = ("message_created", "tool_result")
+
+__all__ = ["Executed", "ExecutionFailed", "ExecutionResult", "execute"]  # the results are re-exported from here
+
+
+@dataclass
+class _Outcome:
+    called: set[str]
+
+
+def _turn_events(events: list[Event], flow_id: str) -> frozenset[tuple[str, int]]:
+    """The flow's logged `turn_started` and `turn_ended` events, by turn number (`turn_ended` takes
+    the number of the `turn_started` before it)."""
+    found: set[tuple[str, int]] = set()
+    in_flow, turn = False, 0
+    for e in events:
+        data = e.data if isinstance(e.data, dict) else {}
+        if e.type == "execution_started":
+            in_flow = data.get("flow_id") == flow_id
+        elif in_flow and e.type == "turn_started":
+            turn = int(data.get("turn", 0))
+            found.add(("turn_started", turn))
+        elif in_flow and e.type == "turn_ended":
+            found.add(("turn_ended", turn))
+    return frozenset(found)
+
+
+def _other(side: SideName) -> SideName:
+    return "b" if side == "a" else "a"
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """What `execute` hands back: the result, and the thread record as the execution's last commit
+    stored it, so the caller need not read it back (a storage round trip per execution)."""
+
+    result: ExecutionResult
+    thread: ThreadRecord
+
+
+async def execute(
+    services: Services,
+    thread: ThreadRecord,
+    *,
+    person_message: str | None = None,
+    on_start: Callable[[ThreadState, ThreadRecord], None] | None = None,
+) -> Executed:
+    """Run one execution of `thread` under its lease (one execution per thread).
+
+    `on_start(state, record)` runs once the execution holds the lease, before it writes anything;
+    `record` is the thread as storage gave it, which the execution keeps current from then on."""
+    agent = services.definitions.agents[thread.agent_id]
+    owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
+    start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
+    keeper = services.heartbeat.keep(start.lease, services.settings.lease_ttl)
+    token = start.lease.token
+    held = services.settings.gc_defer_full
+    if held:
+        gc_policy.hold_full_collections()
+    try:
+        services.bus.fence(thread.id, token)  # also keeps the channel attached until we are done
+        last_event = start.last_event_seq  # None from a store that did not read it with the lease
+        if last_event is None:
+            last_event = await services.storage.last_event_seq(thread.id)
+        await services.bus.attach(thread.id, stored=last_event)  # another process may have run it since
+        thread = start.thread
+        snapshot = _snapshot_for(thread)
+        execution = ExecutionState(snapshot, start.history)
+        execution.lease_token = token
+        del start  # not held for the execution's length: its history is the execution's now
+        keeper.on_lost(execution.lose_lease)
+        state = ThreadState(services, thread, agent, execution=execution)
+        if on_start is not None:
+            on_start(state, thread)
+        result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
+        return Executed(result, thread)
+    finally:
+        if held:  # first, before anything here can be cancelled
+            gc_policy.release_full_collections()
+        await services.heartbeat.release(keeper)
+        with contextlib.suppress(Exception):
+            await services.bus.flush(thread.id)
+        services.bus.unfence(thread.id, token)
+        services.bus.detach(thread.id)  # unless someone is watching: nothing of it need stay in memory
+        with contextlib.suppress(Exception):
+            await services.storage.release_lease(keeper.lease)
+
+
+def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
+    previous = thread.execution
+    if thread.status == "running" and previous is not None:  # a crashed execution: resume it
+        return previous.model_copy(update={"stopped": False, "stopped_by": None, "reason": None})
+    snapshot = ExecutionSnapshot(flow_id=new_id("flow"))
+    if previous is not None:  # session turns carry over between executions
+        snapshot.turn_count = previous.turn_count
+    return snapshot
+
+
+class _Execution:
+    # (event type, turn number) of the turn events a crashed attempt of this flow logged; set on resume
+    announced: frozenset[tuple[str, int]] = frozenset()
+
+    def __init__(
+        self,
+        services: Services,
+        thread: ThreadRecord,
+        agent: AgentDefinition,
+        state: ThreadState,
+        execution: ExecutionState,
+    ) -> None:
+        self.services = services
+        self.thread = thread
+        self.agent = agent
+        self.state = state
+        self.execution = execution
+        self.snap = execution.snapshot
+        self.first_seq = max((m.seq for m in execution.message_history), default=0)
+
+    # -- execution: turns until something ends it ---------------------------
+    @tracing.execution
+    async def go(self, person_message: str | None) -> ExecutionResult:
+        resuming = self.thread.status == "running"
+        self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
+        if resuming or person_message is None:
+            await self._save(status="running")
+        if not resuming and person_message is None and self.snap.forced_side is not None:
+            self.snap.current_side, self.snap.forced_side = self.snap.forced_side, None  # forced before it started
+        try:
+            if resuming:
+                await self._republish_missing()
+            pending = await self._resume_pending() if resuming else None
+            if person_message is not None:
+                await self._person_turn(person_message, save_thread=not resuming)
+            await self._turns(pending)
+        except Aborted:
+            pass
+        except ProviderError as exc:
+            if self.execution.lease_lost is None:
+                return await self._fail(exc)
+        if self.execution.lease_lost is not None:  # nothing more may be written: whoever takes the thread resumes it
+            raise StaleLeaseError(self.execution.lease_lost)
+        return await self._finish()
+
+    async def _turns(self, pending: _Outcome | None) -> None:
+        """Turns until the session ends or rests. A turn's end is stored with the next turn's first
+        step (or the execution's end), not in a commit of its own: a resume after a crash in between
+        finds the ended turn's last step stored and derives its end again (`_resume_pending`), all but
+        a forced side, which is stored before its turn."""
+        max_turns = self.agent.max_session_turns or self.services.settings.default_max_session_turns
+        forced = False
+        while not self.snap.stopped and not self.execution.abort_signal.aborted:
+            if self.snap.turn_count >= max_turns:
+                self._end(self.snap.current_side, "max_session_turns")
+                break
+            side = self.snap.current_side
+            if self.agent.type == "ai_human" and side == "b":
+                break  # the person's turn: the thread rests until their next message
+            if forced:  # a forced side is stored before its turn: a resume could not derive it
+                await self._save()
+            reason = await self.turn(side, resumed=pending)
+            pending = None
+            self.snap.turn_count += 1
+            if reason in ("end_conversation", "stopped"):
+                self._end(side, reason)
+                break
+            forced = self.snap.forced_side is not None
+            self.snap.current_side = self.snap.forced_side or _other(side)
+            self.snap.forced_side = None
+            self.snap.turn_step_count = 0
+
+    async def _person_turn(self, text: str, *, save_thread: bool) -> None:
+        """The person's message; with `save_thread`, in the same commit as the thread's switch to running."""
+        message = Message(thread_id=self.thread.id, side="b", role="user", content=text, flow_id=self.snap.flow_id)
+        thread = None
+        if save_thread:
+            self.thread.status, self.thread.execution, self.thread.updated_at = "running", self.snap, time.time()
+            thread = self.thread
+        await self.services.store_messages(self.state, [message], thread=thread)  # one coroutine fewer held
+        self.snap.turn_count += 1
+        self.snap.current_side = self.snap.forced_side or "a"
+        self.snap.forced_side = None
+
+    # -- turn: one side's steps -------------------------------------------
+    @tracing.turn
+    async def turn(self, side: SideName, resumed: _Outcome | None = None) -> str:
+        side_def = self._side(side)
+        prompt = self.services.definitions.prompts[side_def.prompt]
+        self.snap.current_side = side
+        self.execution.prompt_path = [prompt.name or side_def.prompt]
+        max_steps = side_def.max_steps or self.services.settings.default_max_steps
+        number = self.snap.turn_count + 1
+        if resumed is None and ("turn_started", number) not in self.announced:
+            self._publish("turn_started", {"side": side, "turn": number})
+        outcome = resumed
+        while True:
+            if outcome is not None:
+                reason = self._turn_end(side_def, outcome, max_steps)
+                if reason is not None:
+                    if ("turn_ended", number) not in self.announced:
+                        self._publish("turn_ended", {"side": side, "reason": reason})
+                    return reason
+            outcome = await self.step(side, prompt)
+
+    def _turn_end(self, side_def: Side, outcome: _Outcome, max_steps: int) -> str | None:
+        if self.execution.abort_signal.aborted:
+            return "stopped"
+        if side_def.end_conversation_tool and side_def.end_conversation_tool in outcome.called:
+            return "end_conversation"
+        if side_def.stop_tool and side_def.stop_tool in outcome.called:
+            return "stop_tool"
+        if self.snap.forced_side is not None:
+            return "forced"
+        if not outcome.called and side_def.stop_on_response:
+            return "response"
+        if self.snap.turn_step_count >= max_steps:
+            return "max_steps"
+        return None
+
+    # -- step: one model response and its tool calls ------------------------
+    async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
+        info, toolset = await self.toolset(prompt)
+        history = list(self.execution.message_history)  # one snapshot per request
+        system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
+        attachments = await self._image_data(history) if info.supports_images else {}
+        family = provider_family(info.model)
+        messages = side_view(
+            side, history, system, image_input=info.supports_images, attachment_data=attachments, family=family
+        )
+        messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
+        started = time.perf_counter()
+        self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
+        assistant, end = await self.stream(side, prompt, info, toolset, messages, depth=0)
+        self.count_step(side, end)
+        self.thread.execution = self.snap
+        await self.services.store_messages(self.state, [assistant], thread=self.thread)
+        self._log_step(side, info, end, started)
+        await self.dispatch(side, toolset, assistant.tool_calls or [], depth=0)
+        return _Outcome(called={c.name for c in assistant.tool_calls or []})
+
+    @tracing.chat
+    async def stream(
+        self,
+        side: SideName,
+        prompt: PromptDefinition,
+        info: ModelInfo,
+        toolset: Toolset,
+        messages: list[dict[str, Any]],
+        depth: int,
+    ) -> tuple[Message, StreamEnd]:
+        """Stream one response; tool_call_started fires as progress arguments close. While it reads, the
+        abort signal cancels this task (no extra task per step)."""
+        signal = self.execution.abort_signal
+        if signal.aborted:
+            raise Aborted(signal.reason or "aborted")
+        task = asyncio.current_task()
+        assert task is not None
+        cancel = task.cancel
+        signal.on_abort(cancel)
+        try:
+            last, assembler = await self._consume(side, prompt, toolset, messages, depth)
+        except asyncio.CancelledError:
+            if signal.aborted and task.uncancel() == 0:  # type: ignore[unreachable]  # aborted while awaiting
+                raise Aborted(signal.reason or "aborted") from None
+            raise
+        finally:
+            signal.remove(cancel)
+        message, events = answer_message(
+            assembler,
+            last,
+            thread_id=self.thread.id,
+            side=side,
+            depth=depth,
+            flow_id=self.snap.flow_id,
+            model=last.model if last else info.model,
+            provider_tools=toolset.provider_tools,
+        )
+        for kind, data in events:
+            self._publish(kind, data)
+        message = with_unique_call_ids(message, self.execution.message_history)
+        return message, last or StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
+
+    async def _consume(
+        self, side: SideName, prompt: PromptDefinition, toolset: Toolset, messages: list[dict[str, Any]], depth: int
+    ) -> tuple[StreamEnd | None, StreamAssembler]:
+        """Read the model's stream: its end, if it came, and the answer assembled. A method with arguments,
+        not a closure, and the assembler made at the first item: a conversation waiting for its request holds
+        no cells, closures or lists of it."""
+        end: StreamEnd | None = None
+        assembler: StreamAssembler | None = None
+        fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
+        stream = self.services.client.stream(
+            self.model_alias(prompt),
+            messages,
+            tools=toolset.tools or None,
+            extra=toolset.extra or None,
+            on_event=self._publish,
+        )
+        async for item in stream:
+            if isinstance(item, StreamRestart):
+                assembler = None  # what the failed attempt said is forgotten
+                tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
+                self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
+            elif isinstance(item, StreamEnd):
+                end = end or item
+            else:
+                if isinstance(item, TextDelta):
+                    self._delta("text_delta", {"side": side, "depth": depth, "text": item.text})
+                elif isinstance(item, ReasoningDelta) and item.text:
+                    self._delta("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
+                assembler = assembler or StreamAssembler(toolset.progress_argument)
+                for call in assembler.feed(item):
+                    await self._fire_started(call, toolset, side, depth, fired)
+        assembler = assembler or StreamAssembler(toolset.progress_argument)
+        for call in assembler.finish():
+            await self._fire_started(call, toolset, side, depth, fired)
+        return end, assembler
+
+    async def _fire_started(
+        self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]
+    ) -> None:
+        key = (call.index, call.name)  # not the value: hashing a 1 MB value would cost a millisecond
+        if key in fired and fired[key] == call.progress_value:  # the same call again after a retried stream
+            return
+        fired[key] = call.progress_value
+        start = ToolCallStart(
+            id=call.id,
+            name=call.name,
+            index=call.index,
+            side=side,
+            depth=depth,
+            progress_argument=toolset.progress_argument(call.name),
+            progress_value=call.progress_value,
+        )
+        await self.services.hooks.call("tool_call_started", self.state, start)
+        self._publish("tool_call_started", start.model_dump())
+        await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
+
+    async def dispatch(
+        self,
+        side: SideName,
+        toolset: Toolset,
+        calls: list[ToolCall],
+        depth: int,
+        state: ThreadState | None = None,
+        *,
+        resumed: bool = False,
+    ) -> list[Message]:
+        """Run a step's calls; `state`: the nested prompt's own state (its prompt path), else the execution's.
+        `resumed`: the calls of a step stored before a crash (`Dispatcher.resume`)."""
+        if not calls:
+            return []
+        from orchestrator.engine.nested import run_nested
+
+        async def nested(
+            target: NestedTarget, args: dict[str, Any], call: ToolCall, at_depth: int, caller: ThreadState
+        ) -> ToolResult:
+            result: ToolResult = await run_nested(self, target, args, call, side, at_depth, caller)
+            return result
+
+        step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
+        dispatcher = Dispatcher(self.services, step)
+        return await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
+
+    # -- resuming after a crash ---------------------------------------------
+    async def _republish_missing(self) -> None:
+        """A crash between a message's commit and its event's write loses the
+        event; publish it now so subscribers replaying the log see every message.
+        The other way round, a failure after a turn's end was published and before the commit that
+        stores it leaves `turn_ended` and the next `turn_started` in the log (the bus writes what is
+        pending as the execution ends): those are not announced twice."""
+        events = await self.services.storage.events_after(self.thread.id, 0)
+        logged = {e.data.get("id") for e in events if e.type in _MESSAGE_EVENTS and isinstance(e.data, dict)}
+        self.announced = _turn_events(events, self.snap.flow_id)
+        for message in self.execution.message_history:
+            if message.id not in logged:
+                kind = "tool_result" if message.role == "tool" else "message_created"
+                self._publish(kind, message.model_dump(mode="json"))
+
+    async def _resume_pending(self) -> _Outcome | None:
+        """Run the tool calls of the last stored step that have no stored result."""
+        history = [m for m in self.execution.message_history if m.depth == 0]
+        last = next(
+            (
+                m
+                for m in reversed(history)
+                if m.role == "assistant" and m.side is not None and not m.metadata.get("queued_by")
+            ),
+            None,
+        )
+        if last is None or last.side != self.snap.current_side:
+            return None
+        prompt = self.services.definitions.prompts[self._side(last.side).prompt]
+        _, toolset = await self.toolset(prompt)
+        await self.dispatch(last.side, toolset, last.tool_calls or [], depth=0, resumed=True)
+        return _Outcome(called={c.name for c in last.tool_calls or []})
+
+    # -- bookkeeping -------------------------------------------------------
+    def _side(self, side: SideName) -> Side:
+        side_def = self.agent.side_a if side == "a" else self.agent.side_b
+        if side_def is None:
+            raise RuntimeError(f"agent {self.agent.name!r} has no side {side!r} (it is an ai_human agent)")
+        return side_def
+
+    @property
+    def flow_id(self) -> str:
+        return self.snap.flow_id
+
+    def model_alias(self, prompt: PromptDefinition) -> str | None:
+        return self.services.settings.model or prompt.model
+
+    async def toolset(self, prompt: PromptDefinition) -> tuple[ModelInfo, Toolset]:
+        """The prompt's model and tools; built once per runtime (schemas cost milliseconds)."""
+        alias = self.model_alias(prompt)
+        key = (prompt.name or "", alias)
+        cache = self.services.toolsets
+        if key not in cache:
+            info = self.services.client.model_info(alias)
+            mcp = self.services.mcp
+            if mcp is not None:
+                await mcp.prepare(prompt.tools)  # starts the MCP servers the prompt names, on first use
+            toolset = build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type, mcp)
+            cache[key] = (info, toolset)
+        return cache[key]
+
+    async def _image_data(self, history: list[Message]) -> dict[str, str]:
+        import base64
+
+        out: dict[str, str] = {}
+        for message in history:
+            for ref in message.attachments:
+                if ref.mime_type.startswith("image/") and ref.id not in out:
+                    _, data = await self.services.storage.get_file(self.thread.id, ref.id)
+                    out[ref.id] = base64.b64encode(data).decode()
+        return out
+
+    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
+        """A step counts in `step_count` and its side's counter, also a nested one
+        (a prompt called as a tool by that side), so step_count == side a + side b.
+        Only the side's own steps count toward its turn's `max_steps`."""
+        self.snap.step_count += 1
+        if not nested:
+            self.snap.turn_step_count += 1
+        if side == "a":
+            self.snap.side_a_step_count += 1
+        else:
+            self.snap.side_b_step_count += 1
+        self.add_usage(end)
+
+    def add_usage(self, end: StreamEnd) -> None:
+        u = end.usage
+        self.thread.usage = self.thread.usage.add(
+            Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts)
+        )
+
+    def _log_step(self, side: SideName, info: ModelInfo, end: StreamEnd, started: float) -> None:
+        _log.info(
+            "step",
+            thread_id=self.thread.id,
+            flow_id=self.snap.flow_id,
+            side=side,
+            step=self.snap.step_count,
+            model=end.model or info.model,
+            input_tokens=end.usage.input_tokens,
+            output_tokens=end.usage.output_tokens,
+            cost=end.usage.cost,
+            duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    def _publish(self, kind: str, data: object) -> None:
+        self.services.bus.publish(self.thread.id, kind, data, defer=True, lease=self.execution.lease_token)
+
+    def _delta(self, kind: str, data: dict[str, object]) -> None:
+        self.services.bus.publish_delta(self.thread.id, kind, data, lease=self.execution.lease_token)
+
+    def _end(self, side: SideName, reason: str) -> None:
+        if not self.snap.stopped:
+            self.snap.stopped = True
+            self.snap.stopped_by = side
+            self.snap.reason = reason
+
+    async def _save(self, status: ThreadStatus | None = None) -> None:
+        if status is not None:
+            self.thread.status = status
+        self.thread.execution = self.snap
+        self.thread.updated_at = time.time()
+        await self.services.save_thread(self.thread, lease_token=self.execution.lease_token)
+
+    async def _finish(self) -> ExecutionResult:
+        aborted = self.execution.abort_signal.aborted
+        if aborted and not self.snap.stopped:
+            self._end(self.snap.current_side, self.execution.abort_signal.reason or "stopped")
+        status: ThreadStatus = "idle"
+        if self.snap.stopped:
+            status = "stopped" if aborted or self.snap.reason == "stopped" else "completed"
+        self._publish(
+            "execution_stopped",
+            {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by},
+        )
+        await self._save(status=status)
+        return await self._result()
+
+    async def _fail(self, exc: ProviderError) -> ExecutionResult:
+        self._end(self.snap.current_side, "error")
+        self._publish(
+            "execution_failed",
+            {"flow_id": self.snap.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status},
+        )
+        await self._save(status="failed")
+        raise ExecutionFailed(str(exc), await self._result()) from exc
+
+    async def _result(self) -> ExecutionResult:
+        new = [m for m in self.execution.message_history if m.seq > self.first_seq]
+        output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        last = next((m for m in reversed(new) if m.role == "assistant" and m.depth == 0 and m.finish), None)
+        return ExecutionResult(
+            finish=last.finish if last else None,
+            truncated=last is not None and last.finish == "length",
+            refusal=last.refusal if last else None,
+            thread_id=self.thread.id,
+            flow_id=self.snap.flow_id,
+            stopped_by=self.snap.stopped_by,
+            reason=self.snap.reason or "rest",
+            step_count=self.snap.step_count,
+            side_a_step_count=self.snap.side_a_step_count,
+            side_b_step_count=self.snap.side_b_step_count,
+            usage=self.thread.usage,
+            output=output,
+            new_messages=new,
+        )

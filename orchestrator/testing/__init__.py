@@ -1,0 +1,1 @@
+"""Checks on what a thread did, and the pytest plugin that runs them against your agents."""
