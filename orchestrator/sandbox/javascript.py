@@ -28,6 +28,7 @@ Three things the library does not give by itself, done here:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import posixpath
@@ -180,7 +181,17 @@ def _configure_engine() -> EpochClock:
         qjs_transform.instantiate_wasm_artifact = armed  # type: ignore[attr-defined]
         shared._SHARED_ENGINE = engine
         _clock = clock
+        atexit.register(_release_engine)  # while wasmtime's bindings still exist (after, its finalizer fails)
         return clock
+
+
+def _release_engine() -> None:
+    global _clock
+    import quickjs_rs._wasmtime as shared
+
+    with _engine_lock:
+        shared._SHARED_ENGINE = None
+        _clock = None
 
 
 def _console_line(console: _Console) -> Any:
