@@ -424,14 +424,15 @@ def _gemini(node: JsonSchema, path: str, loose: bool = False) -> JsonSchema:
         return _gemini_union(node, path, loose)
     if node.get("additionalProperties") is True and not node.get("properties"):
         return {k: v for k, v in node.items() if k in ("type", "description", "nullable")}  # any object
-    if isinstance(node.get("additionalProperties"), dict) and not node.get("properties"):
-        if loose:  # the closest Gemini can say: any object
+    if isinstance(node.get("additionalProperties"), dict):
+        if loose and not node.get("properties"):  # the closest Gemini can say: any object
             return {"type": "object", **{k: v for k, v in node.items() if k in ("description", "nullable")}}
-        raise SchemaError(
-            f"{path}: Gemini cannot take a record (dict[str, T]); "
-            "use a list of key/value objects or a model with named fields"
-        )
-    out = {k: v for k, v in node.items() if k in _GEMINI_KEYWORDS}
+        if not loose:
+            raise SchemaError(
+                f"{path}: Gemini cannot take a record (dict[str, T]); "
+                "use a list of key/value objects or a model with named fields"
+            )
+    out = {k: v for k, v in node.items() if k in _GEMINI_KEYWORDS}  # loose: named properties kept, the rest dropped
     if "enum" in out:
         out = _gemini_enum(out, path, loose)
         if "enum" not in out and "type" not in out:

@@ -2,8 +2,9 @@
 
 A prompt names `mcp:SERVER` (every tool the server's config allows) or
 `mcp:SERVER/TOOL` (one) among its tools. Each MCP tool becomes a
-`ToolDefinition`, so dispatch treats it like any local tool: its arguments are
-checked (against the server's JSON schema) before the call, its timeout and the
+`ToolDefinition`, so dispatch treats it like any local tool: its schema is offered
+in the provider's dialect by the pass local tools go through (`definitions/dialect.py`),
+its arguments are checked (against the server's JSON schema) before the call, its timeout and the
 abort signal cancel it (the SDK tells the server), and whatever goes wrong is an
 error result the model can read, never a failed execution.
 
