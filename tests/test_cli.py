@@ -146,3 +146,25 @@ def test_help_is_fast_and_does_not_import_litellm_or_build_the_models() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "Commands:" in out and "check" in out and "tools" in out
     assert "HEAVY []" in out
+
+
+def test_serve_and_worker_share_their_common_options() -> None:
+    """A server handing executions to Temporal and its workers read the same names, env variables and defaults:
+    each shared option is one definition (orchestrator/cli/options.py). Before, each command spelled its own copy,
+    and `--config` had a default on one and not the other, `--redis` another destination name."""
+    from orchestrator.cli.worker import worker
+    from orchestrator.server.cli import serve
+
+    def option(command: click.Command, name: str) -> dict[str, object]:
+        [found] = [p for p in command.params if f"--{name}" in p.opts]
+        assert isinstance(found, click.Option)
+        return {k: getattr(found, k) for k in ("name", "opts", "envvar", "default", "multiple", "show_default")} | {
+            "type": found.type.to_info_dict()
+        }
+
+    shared = ("path", "config", "redis", "temporal", "namespace", "task-queue", "heartbeat-timeout")
+    for name in shared:
+        assert option(serve, name) == option(worker, name), name
+    by_opt = {p.opts[0]: p for p in worker.params}
+    assert isinstance(by_opt["--temporal"], click.Option) and by_opt["--temporal"].required
+    assert not next(p for p in serve.params if p.opts[0] == "--temporal").required

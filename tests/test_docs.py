@@ -144,3 +144,32 @@ def test_docs_point_only_inside_the_repository(doc: Path) -> None:
         resolved = (doc.parent / target).resolve()
         assert resolved.is_relative_to(REPO), f"{doc.name} points outside the repository: {target}"
         assert resolved.exists(), f"{doc.name} links to a missing file: {target}"
+
+
+_FOLDER = re.compile(r"^(\S+/)(?:\s|$)")
+_ENTRY = re.compile(r"^  (\S+\.py)(?:\s|$)")
+
+
+def _listed_modules(architecture: str) -> list[str]:
+    """Every `folder/name.py` the Modules section of docs/architecture.md lists (a folder line, then its entries)."""
+    section = architecture.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    listed = []
+    for block in re.findall(r"^```\n(.*?)^```", section, re.S | re.M):
+        folder = ""
+        for line in block.splitlines():
+            if match := _FOLDER.match(line):
+                folder = match.group(1)
+            elif (match := _ENTRY.match(line)) and folder:
+                listed.append(folder + match.group(1))
+    return listed
+
+
+def test_the_architecture_lists_every_module_and_only_those() -> None:
+    """docs/architecture.md stays true: a module added, moved or removed fails here until the list says so."""
+    from test_layers import _modules
+
+    actual = {str(path.relative_to(REPO)) for path in _modules().values()}
+    listed = _listed_modules((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    assert len(listed) == len(set(listed)), f"listed twice: {sorted(m for m in listed if listed.count(m) > 1)}"
+    assert not actual - set(listed), f"modules docs/architecture.md does not list: {sorted(actual - set(listed))}"
+    assert not set(listed) - actual, f"listed in docs/architecture.md but gone: {sorted(set(listed) - actual)}"

@@ -345,31 +345,21 @@ async def test_a_server_that_cannot_start_names_itself_and_its_stderr() -> None:
         await tools.close()
 
 
-def test_schemas_per_dialect_strict_only_where_the_schema_allows() -> None:
-    from orchestrator.mcp.tools import _gemini_schema, _strict_compatible
+async def test_an_optional_argument_is_strict_and_nullable_and_a_null_reaches_the_server_as_left_out(
+    make_runtime: Any,
+) -> None:
+    """The server lists `greeting` as optional: sent to OpenAI as strict mode wants it (required, nullable), and the
+    model's null for it is left out of the call, so the server uses its default (before: `strict: false`, and a
+    null was refused as not a string)."""
+    script = [R(tool_calls=[C("greet", {"name": "Ada", "greeting": None})]), R(text="done")]
+    rt, model = await make_runtime(_defs(("mcp:tools/greet",)), script, config=_config())
+    await (await rt.create_thread("chat")).send("go")
 
-    free_form = {
-        "type": "object",
-        "title": "X",
-        "properties": {"settings": {"type": "object", "additionalProperties": True}},
-        "required": ["settings"],
-    }
-    closed = {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}},
-        "required": ["a"],
-        "additionalProperties": False,
-    }
-    assert not _strict_compatible(free_form) and _strict_compatible(closed)
-    assert not _strict_compatible({**closed, "required": []})
-    gemini = _gemini_schema(free_form)
-    assert gemini == {"type": "object", "properties": {"settings": {"type": "object"}}, "required": ["settings"]}
-    with_ref = {
-        "type": "object",
-        "properties": {"p": {"$ref": "#/$defs/P"}},
-        "$defs": {"P": {"type": "string", "enum": [1, 2]}},
-    }
-    assert _gemini_schema(with_ref) == {"type": "object", "properties": {"p": {"type": "string", "enum": ["1", "2"]}}}
+    [function] = [t["function"] for t in model.requests[0]["tools"]]
+    assert function["strict"] is True
+    assert function["parameters"]["required"] == ["name", "greeting"]
+    assert {"type": "null"} in function["parameters"]["properties"]["greeting"]["anyOf"]
+    assert _tool_replies(model.requests[1])[0]["content"] == "Hello, Ada!"
 
 
 def test_config_errors_name_the_field() -> None:
@@ -411,6 +401,7 @@ def test_cli_lists_mcp_tools_and_check_reports_a_server_that_cannot_start(tmp_pa
     entries = {e["name"]: e for e in json.loads(listed.output) if e["kind"] == "mcp"}
     assert set(entries) == {"add", "set_settings"}
     assert entries["set_settings"]["strict"] is False and entries["set_settings"]["server"] == "tools"
+    assert entries["add"]["strict"] is True
 
     config.write_text(json.dumps({"mcp_servers": {"broken": {"command": sys.executable, "args": ["-c", broken]}}}))
     checked = CliRunner().invoke(main, ["check", str(agents), "--config", str(config)])

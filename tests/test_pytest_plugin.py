@@ -86,3 +86,77 @@ def test_record_replay_explain_and_block_as_a_user_would(project: Path) -> None:
     assert "expected 'Current weather for a city', got 'The weather in a city, now'" in out
     assert "likely cause: tool 'get_weather': its description or argument schema changed" in out
     assert 'pytest "tests/test_weather.py::test_weather" --record-mode=all' in out
+    # the mismatch is the failure, first and whole: not LiteLLM's APIConnectionError and the chain below it
+    failure = _failure_section(out, "test_weather")
+    assert failure[0].startswith("CassetteMismatch in tests/cassettes/test_weather/test_weather.json: "), failure
+    assert len(failure) <= 4 and "APIConnectionError" not in out and "During handling" not in out, out
+
+
+LOW_LEVEL = """
+import socket
+
+import httpx
+import pytest
+
+from providers.cassette import Cassette, Interaction, RecordedRequest, RecordedResponse
+
+looked_up = []
+
+
+def _no_network(host, *args, **kwargs):
+    looked_up.append(host)
+    raise OSError(f"this test has no network (looked up {host})")
+
+
+socket.getaddrinfo = _no_network
+CASSETTE = Cassette(
+    interactions=[
+        Interaction(
+            request=RecordedRequest(method="POST", url="https://api.model.example/v1/chat", body={"q": "hi"}),
+            response=RecordedResponse(status=200, body="ok"),
+        )
+    ]
+)
+
+
+def test_a_host_outside_the_cassette(replay_cassette):
+    replay_cassette(CASSETTE)
+    try:
+        httpx.get("https://elsewhere.example/data")
+    except BaseException as exc:
+        caught = exc
+    assert type(caught).__name__ == "ModelRequestBlocked", repr(caught)
+    assert looked_up == []
+
+
+def test_a_body_the_cassette_does_not_hold(replay_cassette):
+    replay_cassette(CASSETTE)
+    httpx.post("https://api.model.example/v1/chat", json={"q": "bye"})
+"""
+
+
+def test_the_low_level_fixture_closes_the_network_and_says_a_mismatch_first(tmp_path: Path) -> None:
+    """`replay_cassette` (registered by the same plugin): a host the cassette does not hold is refused before any
+    name lookup (before: passed through to the network), and a mismatch is the failure message, in a few lines."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_low_level.py").write_text(LOW_LEVEL)
+    run = _pytest(tmp_path, "tests/test_low_level.py")
+    out = run.stdout
+    assert run.returncode == 1, out
+    refused = _failure_section(out, "test_a_host_outside_the_cassette")
+    assert refused[0].startswith("tests/test_low_level.py::test_a_host_outside_the_cassette: a request to "), out
+    assert "elsewhere.example left the machine while replaying a cassette" in refused[0]
+    mismatch = _failure_section(out, "test_a_body_the_cassette_does_not_hold")
+    assert mismatch[0] == (
+        "CassetteMismatch: interaction #1 (request 1 of 1) (POST https://api.model.example/v1/chat): "
+        "request body differs at $.q: expected 'hi', got 'bye'"
+    ), out
+    assert len(mismatch) <= 4, out
+
+
+def _failure_section(out: str, test: str) -> list[str]:
+    """The lines pytest prints for `test`'s failure (or error), between its header and the next one."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and test in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("_", "=")))
+    return lines[start + 1 : end]

@@ -14,54 +14,17 @@ from typing import Any
 
 import click
 
+from orchestrator.cli.options import config_option, path_option, redis_option, temporal_options
+
 
 @click.command("worker")
-@click.option(
-    "--path", default="agents", show_default=True, type=click.Path(path_type=Path), help="The definitions folder."
-)
-@click.option(
-    "--config",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Config YAML (repeatable; default configs/default.yaml).",
-)
+@path_option
+@config_option
 @click.option("--storage", envvar="ORCHESTRATOR_STORAGE", help="postgresql://... URL (env ORCHESTRATOR_STORAGE).")
-@click.option(
-    "--redis",
-    "redis_url",
-    envvar="ORCHESTRATOR_REDIS",
-    help="redis://... for cross-process events and live force-turn (env ORCHESTRATOR_REDIS).",
-)
-@click.option(
-    "--temporal",
-    envvar="ORCHESTRATOR_TEMPORAL",
-    required=True,
-    metavar="HOST:PORT",
-    help="The Temporal frontend (env ORCHESTRATOR_TEMPORAL).",
-)
-@click.option(
-    "--namespace",
-    envvar="ORCHESTRATOR_TEMPORAL_NAMESPACE",
-    default="default",
-    show_default=True,
-    help="Temporal namespace.",
-)
-@click.option(
-    "--task-queue",
-    envvar="ORCHESTRATOR_TASK_QUEUE",
-    default="orchestrator",
-    show_default=True,
-    help="Temporal task queue (the same as the servers').",
-)
+@redis_option
+@temporal_options(required=True)
 @click.option(
     "--concurrency", default=8, show_default=True, type=click.IntRange(1), help="Executions run at once by this worker."
-)
-@click.option(
-    "--heartbeat-timeout",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Seconds without a heartbeat before an execution moves to another worker (set it on the servers too).",
 )
 @click.option(
     "--sticky-timeout",
@@ -80,14 +43,14 @@ import click
 )
 def worker(
     path: Path,
-    config: tuple[Path, ...],
+    config: tuple[str, ...],
     storage: str | None,
-    redis_url: str | None,
+    redis: str | None,
     temporal: str,
     namespace: str,
     task_queue: str,
-    concurrency: int,
     heartbeat_timeout: float,
+    concurrency: int,
     sticky_timeout: float,
     lease_ttl: float | None,
     drain_timeout: float,
@@ -119,7 +82,7 @@ def worker(
         address=temporal, namespace=namespace, task_queue=task_queue, heartbeat_timeout=heartbeat_timeout
     )
     settings = {"concurrency": concurrency, "sticky_timeout": sticky_timeout, "drain_timeout": drain_timeout}
-    asyncio.run(_serve(path, list(config) or ["configs/default.yaml"], url, redis_url, options, lease_ttl, settings))
+    asyncio.run(_serve(path, list(config), url, redis, options, lease_ttl, settings))
 
 
 async def _serve(

@@ -2,8 +2,9 @@
 
 A prompt names `mcp:SERVER` (every tool the server's config allows) or
 `mcp:SERVER/TOOL` (one) among its tools. Each MCP tool becomes a
-`ToolDefinition`, so dispatch treats it like any local tool: its arguments are
-checked (against the server's JSON schema) before the call, its timeout and the
+`ToolDefinition`, so dispatch treats it like any local tool: its schema is offered
+in the provider's dialect by the pass local tools go through (`definitions/dialect.py`),
+its arguments are checked (against the server's JSON schema) before the call, its timeout and the
 abort signal cancel it (the SDK tells the server), and whatever goes wrong is an
 error result the model can read, never a failed execution.
 
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from orchestrator.core.results import ToolAttachment, ToolResult
 from orchestrator.definitions.define import DefinitionError, ToolDefinition
+from orchestrator.definitions.dialect import JsonSchema, drop_null_optionals, function_spec
 from orchestrator.mcp.session import McpServerError, McpSession, Redact
 from providers.config import McpServerConfig
 
@@ -36,28 +38,6 @@ if TYPE_CHECKING:
 
 PREFIX = "mcp:"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# JSON-schema keywords Gemini's function declarations take; anything else is dropped for that dialect.
-_GEMINI_KEYS = frozenset(
-    {
-        "type",
-        "description",
-        "properties",
-        "required",
-        "items",
-        "enum",
-        "format",
-        "nullable",
-        "anyOf",
-        "minimum",
-        "maximum",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "propertyOrdering",
-    }
-)
 
 
 class McpReferenceError(DefinitionError):
@@ -70,16 +50,16 @@ class McpTool:
     name: str  # the server's own name for the tool
     exposed: str  # the name the model sees: the server's prefix, then `name`
     description: str
-    schema: dict[str, Any]
+    schema: JsonSchema  # as the server listed it: what a call's arguments are checked against
     definition: ToolDefinition
 
-    def spec(self, dialect: str) -> dict[str, Any]:
-        """The OpenAI-format tool dict LiteLLM takes, with the parameters in `dialect`'s form."""
-        params = _gemini_schema(self.schema) if dialect == "gemini" else self.schema
-        function: dict[str, Any] = {"name": self.exposed, "description": self.description, "parameters": params}
-        if dialect == "openai":
-            function["strict"] = _strict_compatible(params)
-        return {"type": "function", "function": function}
+    def spec(self, dialect: str) -> JsonSchema:
+        """The OpenAI-format tool dict LiteLLM takes, the parameters in `dialect`'s form.
+
+        The same pass as a local tool's (`dialect.function_spec`), `loose`: what Gemini cannot say
+        is widened rather than refused, since the schema is the server's, not the user's.
+        """
+        return function_spec(self.exposed, self.description, self.schema, dialect, loose=True)
 
 
 def is_reference(name: str) -> bool:
@@ -273,6 +253,7 @@ def _arguments_model(tool: str, schema: dict[str, Any]) -> type[BaseModel]:
         @model_validator(mode="before")
         @classmethod
         def _valid(cls, data: Any) -> Any:
+            data = drop_null_optionals(schema, data)  # the openai dialect made the optional ones nullable
             problems = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
             if problems:
                 raise ValueError("; ".join(f"{_json_path(p.absolute_path)}: {p.message}" for p in problems[:5]))
@@ -323,52 +304,3 @@ def _resource(
     files.append(
         ToolAttachment(name=name, mime_type=resource.mime_type or "application/octet-stream", data=resource.blob)
     )
-
-
-# -- schemas per dialect -------------------------------------------------------------
-
-
-def _strict_compatible(schema: Any) -> bool:
-    """OpenAI strict mode: every object closed and all its properties required."""
-    if not isinstance(schema, dict):
-        return True
-    if schema.get("type") == "object" or "properties" in schema:
-        props = schema.get("properties") or {}
-        if schema.get("additionalProperties") is not False or set(schema.get("required") or []) != set(props):
-            return False
-    children: list[Any] = [*(schema.get("properties") or {}).values(), *(schema.get("$defs") or {}).values()]
-    children += schema.get("anyOf") or []
-    if "items" in schema:
-        children.append(schema["items"])
-    return all(_strict_compatible(child) for child in children)
-
-
-def _gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """The closest form Gemini takes: `$ref`s inlined, keywords it refuses dropped, enums as strings."""
-    defs = schema.get("$defs") or schema.get("definitions") or {}
-
-    def clean(node: Any, depth: int = 0) -> Any:
-        if not isinstance(node, dict) or depth > 32:
-            return node
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.rpartition("/")[2] in defs:
-            node = {**defs[ref.rpartition("/")[2]], **{k: v for k, v in node.items() if k != "$ref"}}
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key not in _GEMINI_KEYS:
-                continue
-            if key == "properties":
-                out[key] = {name: clean(sub, depth + 1) for name, sub in value.items()}
-            elif key == "items":
-                out[key] = clean(value, depth + 1)
-            elif key == "anyOf":
-                out[key] = [clean(sub, depth + 1) for sub in value]
-            elif key == "enum":
-                out[key] = [str(v) for v in value]
-            else:
-                out[key] = value
-        if out.get("type") == "object" and not out.get("properties"):
-            out.pop("properties", None)  # Gemini refuses an object with an empty `properties`
-        return out
-
-    return clean(schema)  # type: ignore[no-any-return]

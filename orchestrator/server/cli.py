@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.cli.options import config_option, path_option, redis_option, temporal_options
+
 if TYPE_CHECKING:  # the server extra may be missing: imported where used
     from fastapi import FastAPI
 
@@ -80,16 +82,8 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
     return data
 
 
-@click.option(
-    "--path", default="agents", show_default=True, type=click.Path(path_type=Path), help="The definitions folder."
-)
-@click.option(
-    "--config",
-    multiple=True,
-    default=("configs/default.yaml",),
-    show_default=True,
-    help="Config YAML (repeat to merge).",
-)
+@path_option
+@config_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--db", default=None, help="Storage: a SQLite file or a postgresql:// URL (default: the config's).")
@@ -113,41 +107,8 @@ def _tokens(tokens_file: Path | None) -> dict[str, str] | None:
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
-@click.option(
-    "--temporal",
-    "temporal",
-    envvar="ORCHESTRATOR_TEMPORAL",
-    default=None,
-    metavar="HOST:PORT",
-    help="Workers run the executions: hand them to this Temporal service (needs --db postgresql://... and --redis).",
-)
-@click.option(
-    "--namespace",
-    envvar="ORCHESTRATOR_TEMPORAL_NAMESPACE",
-    default="default",
-    show_default=True,
-    help="Temporal namespace (with --temporal).",
-)
-@click.option(
-    "--task-queue",
-    envvar="ORCHESTRATOR_TASK_QUEUE",
-    default="orchestrator",
-    show_default=True,
-    help="Temporal task queue the workers poll (with --temporal).",
-)
-@click.option(
-    "--heartbeat-timeout",
-    default=10.0,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Seconds without a heartbeat before an execution moves to another worker (with --temporal).",
-)
-@click.option(
-    "--redis",
-    envvar="ORCHESTRATOR_REDIS",
-    default=None,
-    help="Redis URL for events across processes (with --temporal).",
-)
+@temporal_options(required=False)
+@redis_option
 @click.option(
     "--allowed-host",
     "allowed_hosts",

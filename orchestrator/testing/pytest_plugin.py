@@ -26,14 +26,23 @@ fails at once with the host, the test and the command that records it.
 Env values the tools declare (`variables=`) are named in the cassette, never
 their values; a replay supplies stand-ins for those missing here, so a cassette
 replays on a machine without them.
+
+The low-level `replay_cassette` fixture (a factory: `replay_cassette(path)`
+serves that cassette until the test ends) closes the network the same way for
+the whole test: other respx mocks still answer their hosts, but a request that
+would reach the real transport for a host outside loopback fails.
+
+A cassette mismatch, or a request refused, is the test's failure message, first
+and in a few lines, whatever the error it became inside LiteLLM and the runtime.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from unittest import mock
@@ -41,10 +50,11 @@ from unittest import mock
 import pytest
 
 from orchestrator.testing import checks
-from providers.cassette import CassetteMismatch, Recorder, Replayer, load_cassette
-from providers.pytest_plugin import replay_cassette  # noqa: F401  (the low-level fixture, registered here too)
+from providers.cassette import Cassette, Recorder, Replayer, load_cassette
 
 if TYPE_CHECKING:
+    from pluggy import Result
+
     from orchestrator.engine.executor import ExecutionResult
     from orchestrator.runtime import Runtime, Thread
 
@@ -87,9 +97,114 @@ def pytest_configure(config: pytest.Config) -> None:
 def agent_runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AgentRuntime]:
     """`async with agent_runtime as runtime:` a runtime on your agents, replaying or recording this test's cassette."""
     harness = AgentRuntime(request, tmp_path)
-    with harness._network_guard():
+    if not harness.replaying:
         yield harness
+    else:
+        with closed_network(harness._refusal, harness._problems.blocked):
+            yield harness
+            harness._problems.stop_replays()  # inside the guard: respx's patch sits on top of it
     harness._raise_pending()
+
+
+@pytest.fixture
+def replay_cassette(request: pytest.FixtureRequest) -> Iterator[Callable[[str | Path | Cassette], Replayer]]:
+    """Factory: `replay_cassette(path)` serves a cassette until the test ends; the network stays closed meanwhile.
+
+    A mismatch fails the test with the cassette's first difference; a request for a host the cassette does not
+    hold fails it too (respx mocks started in the test still answer their own hosts; loopback stays open).
+    """
+    problems = _problems(request.node)
+    nodeid = request.node.nodeid
+
+    def refusal(host: str) -> str:
+        return (
+            f"{nodeid}: a request to {host} left the machine while replaying a cassette; the cassettes this "
+            "test replays do not hold that host and nothing else mocks it, so it was refused"
+        )
+
+    def start(path: str | Path | Cassette) -> Replayer:
+        replayer = Replayer(path)
+        problems.replays.append(_Replay(replayer, "" if isinstance(path, Cassette) else str(path)))
+        replayer.start()
+        return replayer
+
+    with closed_network(refusal, problems.blocked):
+        yield start
+        problems.stop_replays()  # inside the guard: respx's patch sits on top of it
+    problems.fail_if_unreported()
+
+
+# -- what failed, said first ---------------------------------------------------------
+
+
+@dataclass
+class _Replay:
+    replayer: Replayer
+    where: str  # the cassette's path, as the test gave it ("" for one built in memory)
+    again: str | None = None  # the command that records this test again
+
+    def message(self) -> str | None:
+        mismatch = self.replayer.mismatch
+        if mismatch is None:
+            return None
+        again = f"\nto record this test again: {self.again}" if self.again else ""
+        where = f" in {self.where}" if self.where else ""
+        return f"CassetteMismatch{where}: {mismatch}{again}"
+
+
+@dataclass
+class _Problems:
+    """One test's replays and refused requests, so its failure can name them first (see the report hook)."""
+
+    replays: list[_Replay] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    reported: bool = False
+
+    def stop_replays(self) -> None:
+        for replay in reversed(self.replays):
+            replay.replayer.stop()
+
+    def messages(self) -> list[str]:
+        found = [m for r in self.replays if (m := r.message())]
+        return [*self.blocked[:1], *found[:1]]
+
+    def fail_if_unreported(self) -> None:
+        """At teardown: a problem the test swallowed (a retry loop, `except Exception`) still fails it."""
+        messages = self.messages()
+        if messages and not self.reported:
+            self.reported = True
+            raise pytest.fail.Exception("\n".join(messages), pytrace=False) from None
+
+
+_PROBLEMS = pytest.StashKey[_Problems]()
+
+
+def _problems(item: pytest.Item) -> _Problems:
+    if _PROBLEMS not in item.stash:
+        item.stash[_PROBLEMS] = _Problems()
+    return item.stash[_PROBLEMS]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Result[Any], None]:
+    """A failed test whose cassette did not match (or whose request was refused) reports that, in a few lines.
+
+    Inside the runtime a mismatch becomes LiteLLM's APIConnectionError, then a ProviderError, then an
+    ExecutionFailed: pages of chained tracebacks whose cause is the last line. The report says the cause.
+    """
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    problems = item.stash.get(_PROBLEMS, None)
+    if problems is None or not report.failed or problems.reported:
+        return
+    messages = problems.messages()
+    if messages:
+        problems.reported = True
+        error = call.excinfo.typename if call.excinfo is not None else None
+        seen = (
+            f"\n(in the test it surfaced as {error})" if error and error not in ("Failed", "CassetteMismatch") else ""
+        )
+        report.longrepr = "\n".join(messages) + seen
 
 
 class AgentRuntime:
@@ -101,6 +216,7 @@ class AgentRuntime:
         self.nodeid = request.node.nodeid
         self.mode: str = config.getoption("--record-mode", default=None) or "none"
         self.cassette_path = _cassette_path(request, root / config.getini("orchestrator_cassettes"))
+        self._where = str(self.cassette_path.relative_to(root) if self.cassette_path.is_relative_to(root) else "")
         self.agents = root / config.getini("orchestrator_agents")
         self.configs = [root / c for c in config.getini("orchestrator_config")]
         self._db = tmp_path / "agent_runtime.db"
@@ -108,7 +224,7 @@ class AgentRuntime:
         self._runtime: Runtime | None = None
         self._replayer: Replayer | None = None
         self._recorder: Recorder | None = None
-        self._blocked: list[str] = []
+        self._problems = _problems(request.node)
 
     @property
     def record_command(self) -> str:
@@ -132,6 +248,8 @@ class AgentRuntime:
                 name: f"stand-in-for-{name}" for name in cassette.metadata.get("env", []) if name not in os.environ
             }
             self._replayer = Replayer(cassette, on_exhausted="pass" if self.mode == "new_episodes" else "fail")
+            again = self.record_command.replace("once", "all")
+            self._problems.replays.append(_Replay(self._replayer, self._where or str(self.cassette_path), again))
             self._replayer.start()
         else:
             stand_ins = {}
@@ -161,57 +279,14 @@ class AgentRuntime:
         self._raise_pending()
 
     def _raise_pending(self) -> None:
-        if self._blocked:
-            blocked, self._blocked = self._blocked, []
-            pytest.fail(blocked[0], pytrace=False)
-        mismatch = self._replayer.mismatch if self._replayer is not None else None
-        if mismatch is not None:
-            self._replayer = None
-            raise CassetteMismatch(
-                f"{mismatch}\nto record this test again: {self.record_command.replace('once', 'all')}"
-            )
+        self._problems.fail_if_unreported()
 
-    @contextmanager
-    def _network_guard(self) -> Iterator[None]:
-        """Refuse any request that reaches the real transport, unless to loopback, while replaying."""
-        if not self.replaying:
-            yield
-            return
-        import httpcore
-
-        harness = self
-
-        def refuse(request: Any) -> None:
-            host = request.url.host.decode() if isinstance(request.url.host, bytes) else str(request.url.host)
-            if host in _LOOPBACK:
-                return
-            message = (
-                f"{harness.nodeid}: a request to {host} left the machine while replaying "
-                f"{harness.cassette_path.name}; no cassette, scripted or test model serves it. "
-                f"Record it with: {harness.record_command}"
-            )
-            harness._blocked.append(message)
-            raise ModelRequestBlocked(message)
-
-        async_original = httpcore.AsyncConnectionPool.handle_async_request
-        sync_original = httpcore.ConnectionPool.handle_request
-
-        async def guarded_async(pool: Any, request: Any) -> Any:
-            refuse(request)
-            return await async_original(pool, request)
-
-        def guarded_sync(pool: Any, request: Any) -> Any:
-            refuse(request)
-            return sync_original(pool, request)
-
-        # respx wraps the pools' methods when a mock starts, but only methods that keep their own names
-        guarded_async.__name__, guarded_sync.__name__ = "handle_async_request", "handle_request"
-
-        with (
-            mock.patch.object(httpcore.AsyncConnectionPool, "handle_async_request", guarded_async),
-            mock.patch.object(httpcore.ConnectionPool, "handle_request", guarded_sync),
-        ):
-            yield
+    def _refusal(self, host: str) -> str:
+        return (
+            f"{self.nodeid}: a request to {host} left the machine while replaying "
+            f"{self.cassette_path.name}; no cassette, scripted or test model serves it. "
+            f"Record it with: {self.record_command}"
+        )
 
     # -- assertions (shared with orchestrator.testing.checks) --------------------------
     async def assert_tool_calls(
@@ -229,6 +304,45 @@ class AgentRuntime:
 
     def assert_end_reason(self, result: ExecutionResult, reason: str, *, by: str | None = None) -> None:
         _assert(checks.check_end_reason(result, reason, by=by))
+
+
+@contextmanager
+def closed_network(refusal: Callable[[str], str], blocked: list[str]) -> Iterator[None]:
+    """Refuse any request that reaches httpcore's real transport for a host outside loopback.
+
+    respx mocks started inside keep answering their hosts (they sit in front); what they pass through
+    reaches this guard. Each refusal's message (`refusal(host)`) is kept in `blocked` and raised as
+    `ModelRequestBlocked`, which no `except Exception` swallows.
+    """
+    import httpcore
+
+    def refuse(request: Any) -> None:
+        host = request.url.host.decode() if isinstance(request.url.host, bytes) else str(request.url.host)
+        if host in _LOOPBACK:
+            return
+        message = refusal(host)
+        blocked.append(message)
+        raise ModelRequestBlocked(message)
+
+    async_original = httpcore.AsyncConnectionPool.handle_async_request
+    sync_original = httpcore.ConnectionPool.handle_request
+
+    async def guarded_async(pool: Any, request: Any) -> Any:
+        refuse(request)
+        return await async_original(pool, request)
+
+    def guarded_sync(pool: Any, request: Any) -> Any:
+        refuse(request)
+        return sync_original(pool, request)
+
+    # respx wraps the pools' methods when a mock starts, but only methods that keep their own names
+    guarded_async.__name__, guarded_sync.__name__ = "handle_async_request", "handle_request"
+
+    with (
+        mock.patch.object(httpcore.AsyncConnectionPool, "handle_async_request", guarded_async),
+        mock.patch.object(httpcore.ConnectionPool, "handle_request", guarded_sync),
+    ):
+        yield
 
 
 def _assert(result: checks.CheckResult) -> None:
