@@ -233,7 +233,7 @@ def in_process_client(url: str) -> Any:
     if transport is None:
         return None
     if _HANDLER is None:
-        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+        from providers._litellm_internal import AsyncHTTPHandler
 
         _HANDLER = AsyncHTTPHandler(transport=transport)
     return _HANDLER

@@ -17,10 +17,8 @@ import httpx
 import pytest
 import respx
 
-from providers.anthropic_wire import AnthropicReader
 from providers.client import ModelClient
 from providers.config import config_from_dict
-from providers.litellm_params import editable_copy
 from providers.stream import (
     ProviderBlock,
     ProviderError,
@@ -30,6 +28,8 @@ from providers.stream import (
     TextDelta,
     ToolCallDelta,
 )
+from providers.streams.anthropic_wire import AnthropicReader
+from providers.streams.litellm_params import editable_copy
 
 URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-ant-test-wire-0123456789"
