@@ -218,6 +218,18 @@ async def test_both_paths_yield_the_same_items(name, raw, finish):
     assert end.model == "anthropic/claude-sonnet-4-5-20250929"  # the snapshot that answered, as on the OpenAI wire
 
 
+@pytest.mark.parametrize("raw", ["end_turn", "stop_sequence", "a_reason_added_later"])
+async def test_an_answer_with_tool_calls_ends_as_tool_calls_on_both_paths(raw):
+    """One finish table (providers/finish.py): a stop word other than `tool_use` on an answer that holds
+    tool calls was `stop` in the native reader and `tool_calls` on LiteLLM's path."""
+    body = fixture("tool_use.sse").replace(b'"stop_reason":"tool_use"', f'"stop_reason":"{raw}"'.encode())
+    items = await both(body)
+    assert {mode: (i[-1].finish_reason, i[-1].finish) for mode, i in items.items()} == {
+        "auto": (raw, "tool_calls"),
+        "litellm": (raw, "tool_calls"),
+    }
+
+
 def calls(items: list[Any]) -> list[tuple[str | None, str | None, Any]]:
     assembled: dict[int, dict[str, Any]] = {}
     for d in (i for i in items if isinstance(i, ToolCallDelta)):
