@@ -13,42 +13,27 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import AsyncRetrying, AttemptManager, RetryCallState, retry_if_exception, stop_after_attempt
 
-from providers import anthropic_wire, gemini_wire, openai_wire, request_memo
+from providers import request_memo
 from providers.answer_size import AnswerSize
-from providers.call_ids import CallIndex
 from providers.config import ConfigError, ModelConfig, ProvidersConfig, ResolvedProvider, RetryPolicy
 from providers.deadline import IdleDeadline
-from providers.failures import Failure, StreamCut, classify_error, retry_after, scrub
-from providers.finish import normalize_finish
+from providers.failures import Failure, classify_error, retry_after, scrub
 from providers.in_flight import InFlight
-from providers.litellm_items import delta_items, ended_despite, tap_for
-from providers.litellm_tap import MARKED, RawTap
-from providers.openai_wire import WIRE_TYPES, build_request, inband_error, recall_request, stream_chunks
-from providers.stream import (
-    FinishReason,
-    ModelInfo,
-    ProviderError,
-    ReasoningDelta,
-    RefusalDelta,
-    StreamEnd,
-    StreamItem,
-    StreamRestart,
-    StreamUsage,
-    TextDelta,
-    ToolCallDelta,
-)
+from providers.request import JSON, ChatMessage, ModelEvents, RequestExtras
+from providers.stream import ModelInfo, ProviderError, StreamEnd, StreamItem, StreamRestart, StreamUsage
+from providers.streams import ReadEnd, StreamReader, anthropic_wire, gemini_wire, openai_wire
+from providers.streams.sse_json import json_events
 from providers.text import clean_item
 
 __all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
 
-EventSink = Callable[[str, dict[str, Any]], None]
 _LITELLM: Any = None
 
 
@@ -84,6 +69,8 @@ def _litellm() -> Any:
 def warm_up() -> None:
     """Everything a first model call would import, done now (see `Runtime.open`)."""
     _litellm()
+    import providers.streams.litellm_stream  # noqa: F401  (LiteLLM's own path: imported on its first use)
+
     openai_wire.warm_up()
     anthropic_wire.warm_up()
     gemini_wire.warm_up()
@@ -170,116 +157,6 @@ class _Attempt:
     dirty: bool = False  # items were yielded since the last restart
 
 
-@dataclass
-class _Tally:
-    """What one response stream has said so far besides its deltas."""
-
-    info: ModelInfo
-    finish: str | None = None
-    served: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reported_cost: float | None = None
-    seen_blocks: dict[str, int] = field(default_factory=dict)
-    calls: CallIndex = field(default_factory=CallIndex)
-    refused: bool = False
-    tap: RawTap | None = None
-    _model: str | None = None
-    normalized: FinishReason | None = None  # set by a native reader, which knows its provider's stop reasons
-
-    def absorb(self, chunk: Any) -> list[StreamItem]:
-        # LiteLLM keeps most chunk fields in pydantic's extra dict, where each attribute read goes through
-        # `BaseModel.__getattr__` (~1.4 us); `model_extra` reads them in ~0.1 us (issue 14, item 5).
-        model = chunk.model
-        if model and model is not self._model:
-            self._model, self.served = model, _qualify(self.info, model)
-        extra = chunk.model_extra or {}
-        usage = extra["usage"] if "usage" in extra else getattr(chunk, "usage", None)
-        if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
-            self.input_tokens, self.output_tokens = usage.prompt_tokens or 0, usage.completion_tokens or 0
-            self.reported_cost = getattr(usage, "cost", None)
-        items = self._counted(self.tap.drain()) if self.tap is not None else []
-        if not chunk.choices:
-            return items
-        choice = chunk.choices[0]
-        self.finish = choice.finish_reason or self.finish
-        blocks = None if self.tap is not None and self.tap.family == "anthropic" else self.seen_blocks
-        return items + [self._placed(item) for item in delta_items(choice.delta, blocks)]
-
-    def absorb_wire(self, chunk: dict[str, Any]) -> list[StreamItem]:
-        """The same for a raw OpenAI `chat.completion.chunk` (see `openai_wire`)."""
-        if chunk.get("model"):
-            self.served = _qualify(self.info, chunk["model"])
-        usage = chunk.get("usage")
-        if usage and (usage.get("prompt_tokens") or usage.get("completion_tokens")):
-            self.input_tokens, self.output_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-            self.reported_cost = usage.get("cost")
-        choices = chunk.get("choices")
-        if not choices:
-            return []
-        choice = choices[0]
-        self.finish = choice.get("finish_reason") or self.finish
-        delta = choice.get("delta") or {}
-        items: list[StreamItem] = []
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")  # DeepSeek, vLLM / OpenRouter, Groq
-        if reasoning and isinstance(reasoning, str):
-            items.append(ReasoningDelta(reasoning))
-        if delta.get("content"):
-            items.append(TextDelta(delta["content"]))
-        if delta.get("refusal"):
-            self.refused = True
-            items.append(RefusalDelta(delta["refusal"]))
-        for call in delta.get("tool_calls") or ():
-            function = call.get("function") or {}
-            # the id as sent: packing a signature into it is LiteLLM's doing on its own path only
-            delta_item = ToolCallDelta(0, call.get("id"), function.get("name"), function.get("arguments") or "")
-            items.append(self.calls.place(delta_item, call.get("index")))
-        return items
-
-    def _placed(self, item: StreamItem) -> StreamItem:
-        if isinstance(item, ToolCallDelta):
-            return self.calls.place(item, item.index)
-        if isinstance(item, RefusalDelta):
-            self.refused = True
-        return item
-
-    def _counted(self, items: list[StreamItem]) -> list[StreamItem]:
-        return [self._placed(item) for item in items]
-
-    def absorb_tail(self) -> list[StreamItem]:
-        """What the tap read after LiteLLM's last chunk; a stream without its end marker is cut here."""
-        tap = self.tap
-        assert tap is not None
-        items = self._counted(tap.drain())
-        if tap.error is not None:  # an in-band error LiteLLM let pass
-            raise inband_error(tap.error, model=self.info.model)
-        if tap.installed and tap.family in MARKED and not tap.ended:
-            raise StreamCut(f"the {tap.family} stream ended without its end marker (cut short)")
-        return items
-
-    def end(self, model: ModelConfig, alias_model: str, provider: str, attempts: int) -> StreamEnd:
-        raw = self.tap.raw_finish if self.tap is not None and self.tap.raw_finish else self.finish
-        if self.tap is not None and self.tap.usage and not self.input_tokens:
-            self.input_tokens, self.output_tokens = self.tap.usage  # LiteLLM dropped it with the missing finish_reason
-        if self.tap is not None and self.tap.output_tokens is not None:
-            self.output_tokens = self.tap.output_tokens
-        return StreamEnd(
-            finish_reason=raw,
-            model=self.served,
-            provider=provider,
-            usage=StreamUsage(
-                input_tokens=self.input_tokens,
-                output_tokens=self.output_tokens,
-                cost=_cost(model, alias_model, self.input_tokens, self.output_tokens, self.reported_cost),
-            ),
-            attempts=attempts,
-            finish=self.normalized or normalize_finish(raw, has_calls=self.calls.count > 0, refused=self.refused),
-        )
-
-    def __post_init__(self) -> None:
-        self.served = self.served or self.info.model
-
-
 class ModelClient:
     def __init__(self, config: ProvidersConfig, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.config = config
@@ -293,16 +170,17 @@ class ModelClient:
     async def stream(
         self,
         alias: str | None,
-        messages: list[dict[str, Any]],
+        messages: Sequence[ChatMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
-        extra: dict[str, Any] | None = None,
-        on_event: EventSink | None = None,
+        tools: Sequence[Mapping[str, JSON]] | None = None,
+        extra: RequestExtras | None = None,
+        on_event: ModelEvents | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Stream one model answer; on failure retry, then fall back along the chain. One generator over
         the requests, not one per layer: each item passes one fewer, and a waiting request holds less."""
         chain = tuple(self.config.fallback_chain(alias))  # of strings: the collector stops tracking it
         state = _Attempt()
+        request = _Request(messages, tools, extra)
         failures: list[ProviderError] = []
         for position in range(len(chain)):
             current = chain[position]
@@ -318,9 +196,7 @@ class ModelClient:
                     yield StreamRestart(attempt=state.number, reason=reason, model=info.model)
                     state.dirty = False
                 try:
-                    async with aclosing(
-                        self._one_request(current, model, info, messages, tools, extra, state)
-                    ) as items:
+                    async with aclosing(self._one_request(model, info, request, state)) as items:
                         async for item in items:
                             state.dirty = True
                             yield item
@@ -344,26 +220,19 @@ class ModelClient:
         return rules
 
     async def _one_request(
-        self,
-        alias: str,
-        model: ModelConfig,
-        info: ModelInfo,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        extra: dict[str, Any] | None,
-        state: _Attempt,
+        self, model: ModelConfig, info: ModelInfo, request: _Request, state: _Attempt
     ) -> AsyncGenerator[StreamItem, None]:
         places = self._in_flight.places(model.provider, self.config.providers[model.provider].max_in_flight)
         await places.acquire()  # before the request is built: a conversation waiting here holds little
         try:
             provider = self.config.resolve_provider(model.provider)
-            kwargs = _request_kwargs(provider, model, info, messages, tools, extra)
-            tally, size = _Tally(info), AnswerSize(model.max_answer_bytes)
+            kwargs = _request_kwargs(provider, model, info, request)
+            size = AnswerSize(model.max_answer_bytes)
             # One deadline for the gaps and the whole answer, moved per chunk (a wait_for per chunk costs
             # a task each); the gap's is lifted while the consumer holds an item.
             async with IdleDeadline(model.timeout, total=model.total_timeout) as deadline:
                 deadline.waiting()  # from the request on: the first byte counts too
-                chunks, absorb = await _open_stream(provider, model, info, kwargs, tally)
+                chunks, reader = await _open_stream(provider, model, info, kwargs)
                 try:
                     source = chunks.__aiter__()
                     while True:
@@ -372,12 +241,8 @@ class ModelClient:
                             chunk = await source.__anext__()
                         except StopAsyncIteration:
                             break
-                        except Exception as exc:
-                            if ended_despite(tally.tap, exc):
-                                break
-                            raise
                         deadline.holding()
-                        for item in absorb(chunk):
+                        for item in reader.feed(chunk):
                             clean_item(item)  # a lone surrogate would make the step unstorable
                             size.add(item)  # a flood stops here, on every path
                             yield item
@@ -386,10 +251,12 @@ class ModelClient:
                     await _close(chunks)
         finally:
             places.release()
-        if tally.tap is not None:
-            for item in tally.absorb_tail():
-                yield item
-        yield tally.end(model, info.model, model.provider, state.number)
+        end = reader.end()
+        for item in end.tail:
+            clean_item(item)
+            size.add(item)
+            yield item
+        yield _stream_end(end, model, info, state.number)
 
     def _error(self, exc: BaseException, alias: str, failure: Failure) -> ProviderError:
         model = self.config.models[alias]
@@ -423,63 +290,61 @@ class ModelClient:
         )
 
 
-# -- native readers: Anthropic and Gemini (see anthropic_wire, gemini_wire) ---
+# -- which reader reads a response ---------------------------------------------
 
-_NativeStream = tuple[AsyncIterator[dict[str, Any]], Callable[[dict[str, Any]], list[StreamItem]]]
-_Opened = tuple[AsyncIterator[Any], Callable[[Any], list[StreamItem]]]  # LiteLLM's stream yields its own chunks
+_Opened = tuple[AsyncIterator[Any], StreamReader[Any]]
+"""A response's raw events and their reader (the events are the reader's: JSON dicts, or LiteLLM's chunks)."""
 
 
 async def _open_stream(
-    provider: ResolvedProvider, model: ModelConfig, info: ModelInfo, kwargs: dict[str, Any], tally: _Tally
+    provider: ResolvedProvider, model: ModelConfig, info: ModelInfo, kwargs: dict[str, Any]
 ) -> _Opened:
-    """The response stream and what reads its chunks into items: a runtime reader where the
-    provider has one, else LiteLLM's stream (whose events the tally's tap observes)."""
-    wire = provider.stream == "auto" and provider.type in WIRE_TYPES
-    early = recall_request(kwargs) if wire and not _litellm_ready() else None
+    """The response stream and its reader: the runtime's own where the provider has one (unless it says
+    `stream: litellm`, or the request needs what only LiteLLM's stream does: each module's `supports`),
+    else LiteLLM's stream."""
     cap = model.max_answer_bytes  # the runtime's readers also refuse one event larger than it could need
-    if early is not None:  # LiteLLM still importing: the request it built last time (providers/request_memo.py)
-        return stream_chunks(early, max_answer_bytes=cap), tally.absorb_wire
-    _litellm()  # configured before any part of it is imported
-    native = await _native_stream(provider, kwargs, tally, cap)
-    if native is not None:
-        return native
-    if wire:
-        return stream_chunks(build_request(kwargs, secrets=provider.secrets), max_answer_bytes=cap), tally.absorb_wire
+    own = provider.stream == "auto"
+    if own and provider.type in openai_wire.WIRE_TYPES:
+        # LiteLLM still importing: the request it built last time (providers/request_memo.py)
+        request = None if _litellm_ready() else openai_wire.recall_request(kwargs)
+        if request is None:
+            _litellm()  # configured before any part of it is imported
+            request = openai_wire.build_request(kwargs, secrets=provider.secrets)
+        return json_events(request, max_answer_bytes=cap), openai_wire.OpenAIReader()
+    _litellm()
+    if own and provider.type == "anthropic" and anthropic_wire.supports(kwargs):
+        request = anthropic_wire.build_request(kwargs)
+        return json_events(request, max_answer_bytes=cap), anthropic_wire.AnthropicReader(request.tool_names)
+    if own and provider.type == "gemini" and gemini_wire.supports(kwargs):
+        request = await gemini_wire.build_request(kwargs)
+        return json_events(request, max_answer_bytes=cap), gemini_wire.GeminiReader()
+    from providers.streams import litellm_stream
+
     # LiteLLM's timeout covers the HTTP layer; the caller's deadline also bounds the first byte, every gap
     # between chunks and the whole answer, whatever transport (or mock).
-    chunks = await _litellm().acompletion(**kwargs)
-    tally.tap = tap_for(info, chunks)
-    return chunks, tally.absorb
+    return litellm_stream.reading(info, await _litellm().acompletion(**kwargs))
 
 
-async def _native_stream(
-    provider: ResolvedProvider, kwargs: dict[str, Any], tally: _Tally, cap: int
-) -> _NativeStream | None:
-    """The runtime's own reader for `type: anthropic` and `type: gemini`, unless the provider says
-    `stream: litellm` or the request needs what only LiteLLM's stream does (see each module's `supports`).
-    The reader knows its provider's stop reasons and usage; the tally copies them after each event."""
-    reader: anthropic_wire.AnthropicReader | gemini_wire.GeminiReader
-    if provider.stream != "auto":
-        return None
-    if provider.type == "anthropic" and anthropic_wire.supports(kwargs):
-        request = anthropic_wire.build_request(kwargs)
-        reader = anthropic_wire.AnthropicReader(request.tool_names)
-        events = anthropic_wire.stream_events(request, max_answer_bytes=cap)
-    elif provider.type == "gemini" and gemini_wire.supports(kwargs):
-        reader = gemini_wire.GeminiReader()
-        events = gemini_wire.stream_events(await gemini_wire.build_request(kwargs), max_answer_bytes=cap)
-    else:
-        return None
+def _stream_end(end: ReadEnd, model: ModelConfig, info: ModelInfo, attempts: int) -> StreamEnd:
+    """The answer's end as the executor sees it: the reader's, priced, naming the model that answered."""
+    cost = _cost(model, info.model, end.input_tokens, end.output_tokens, end.reported_cost)
+    return StreamEnd(
+        finish_reason=end.finish_reason,
+        model=_qualify(info, end.model) if end.model else info.model,
+        provider=model.provider,
+        usage=StreamUsage(end.input_tokens, end.output_tokens, cost),
+        attempts=attempts,
+        finish=end.finish,
+    )
 
-    def absorb(event: dict[str, Any]) -> list[StreamItem]:
-        items = tally._counted(reader.feed(event))  # tool calls assembled by id, as on the other paths
-        tally.finish, tally.normalized = reader.finish_reason, reader.finish
-        tally.input_tokens, tally.output_tokens = reader.input_tokens, reader.output_tokens
-        if reader.model and not tally.served.endswith(reader.model):
-            tally.served = _qualify(tally.info, reader.model)
-        return items
 
-    return events, absorb
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What the caller asked, the same for every attempt and fallback."""
+
+    messages: Sequence[ChatMessage]
+    tools: Sequence[Mapping[str, JSON]] | None
+    extra: RequestExtras | None
 
 
 def _final(failures: list[ProviderError]) -> ProviderError:
@@ -544,19 +409,15 @@ def _wait_for(model: ModelConfig) -> Callable[[RetryCallState], float]:
 
 
 def _request_kwargs(
-    provider: ResolvedProvider,
-    model: ModelConfig,
-    info: ModelInfo,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    extra: dict[str, Any] | None,
+    provider: ResolvedProvider, model: ModelConfig, info: ModelInfo, request: _Request
 ) -> dict[str, Any]:
+    """`litellm.acompletion`'s arguments: every stream path starts from these."""
     kwargs: dict[str, Any] = {
         **provider.params,
         **model.params,
-        **(extra or {}),
+        **(request.extra or {}),
         "model": info.model,
-        "messages": messages,
+        "messages": request.messages,
         "stream": True,
         "stream_options": {"include_usage": True},
         "timeout": model.timeout,
@@ -564,8 +425,8 @@ def _request_kwargs(
         "num_retries": 0,
         "drop_params": False,
     }
-    if tools:
-        kwargs["tools"] = tools
+    if request.tools:
+        kwargs["tools"] = request.tools
     if provider.api_key:
         kwargs["api_key"] = provider.api_key
     if provider.base_url:

@@ -1,9 +1,11 @@
-"""How an answer ended, one word for every provider, and what an in-band error means.
+"""How an answer ended, one word for every provider and every stream path, and what an in-band error means.
 
 Providers name their stop reasons differently (`end_turn`, `MAX_TOKENS`, `length`,
 `SAFETY`...) and LiteLLM maps some of them on its path; the executor needs one
 vocabulary (`providers.stream.FinishReason`) to decide what to run and what to
-store. The provider's own word stays on `StreamEnd.finish_reason`.
+store. Every reader asks `finish_for` with the provider's own word (the runtime's
+readers, and LiteLLM's path with the word its tap saw), so a stream means the same
+whichever path read it. The provider's own word stays on `StreamEnd.finish_reason`.
 
 An error can also arrive inside an HTTP 200 stream (`data: {"error": {...}}`:
 Groq's `tool_use_failed`, OpenRouter's `code: 400`, vLLM, proxies, Anthropic's
@@ -13,13 +15,16 @@ it is mapped like the same status over HTTP (a 400 is not retried) on every path
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from providers.stream import FinishReason
 
-__all__ = ["inband_status", "normalize_finish"]
+__all__ = ["Vocabulary", "finish_for", "inband_status"]
 
-_COMMON: dict[str, FinishReason] = {
+Vocabulary = Literal["openai", "anthropic", "gemini"]
+"""Whose words a raw stop reason is in: the OpenAI wire's (also LiteLLM's mapped words), Anthropic's or Gemini's."""
+
+_WORDS: dict[str, FinishReason] = {
     # OpenAI Chat Completions and LiteLLM's mapped values
     "stop": "stop",
     "tool_calls": "tool_calls",
@@ -31,32 +36,44 @@ _COMMON: dict[str, FinishReason] = {
     # Anthropic Messages
     "end_turn": "stop",
     "stop_sequence": "stop",
-    "pause_turn": "length",  # Anthropic paused a long turn: unfinished, like the native reader says
     "tool_use": "tool_calls",
-    "max_tokens": "length",
+    "max_tokens": "length",  # Gemini's MAX_TOKENS too
     "model_context_window_exceeded": "length",
-    # Gemini
+    # A server-tool turn the API paused: the answer is incomplete and goes back as it is to continue,
+    # so it is never a final answer -- the same contract as a length stop.
+    "pause_turn": "length",
+    # Gemini (compared lower-cased): what its content filters stopped...
+    **dict.fromkeys(
+        (
+            "safety",
+            "recitation",
+            "blocklist",
+            "prohibited_content",
+            "spii",
+            "language",
+            "image_safety",
+            "image_prohibited_content",
+            "image_recitation",
+            "image_other",
+            "no_image",
+        ),
+        "content_filter",
+    ),
+    # ...and what went wrong on the model's side
     "finish_reason_unspecified": "stop",
     "malformed_function_call": "error",
     "unexpected_tool_call": "error",
-    "other": "error",
     "too_many_tool_calls": "error",
+    "other": "error",
 }
-_GEMINI_FILTERS = frozenset(
-    {
-        "safety",
-        "recitation",
-        "blocklist",
-        "prohibited_content",
-        "spii",
-        "image_safety",
-        "language",
-        "image_prohibited_content",
-        "image_recitation",
-        "image_other",
-        "no_image",
-    }
-)
+
+_UNKNOWN: dict[Vocabulary, FinishReason] = {
+    # OpenAI-compatible servers name ordinary ends in words of their own (`eos`, `end`...)
+    "openai": "stop",
+    "anthropic": "stop",
+    # Gemini's reasons other than STOP and MAX_TOKENS all say the answer went wrong; one added later likely too
+    "gemini": "error",
+}
 
 _INBAND_TYPES = {
     "invalid_request_error": 400,
@@ -74,15 +91,25 @@ _INBAND_TYPES = {
 }
 
 
-def normalize_finish(raw: str | None, *, has_calls: bool = False, refused: bool = False) -> FinishReason:
-    """The neutral finish for a provider's raw stop reason.
+def finish_for(
+    raw: str | None,
+    vocabulary: Vocabulary,
+    *,
+    has_calls: bool = False,
+    refused: bool = False,
+    prompt_blocked: bool = False,
+) -> FinishReason:
+    """The neutral finish for a provider's raw stop reason (None: the stream named none, a plain stop).
 
     `has_calls`: Gemini says `STOP` after function calls and some OpenAI-compatible servers say
     `stop` too; a finished answer holding tool calls is a `tool_calls` finish. `refused`: the answer
-    carried refusal text (OpenAI sends `delta.refusal` and then a plain `stop`).
+    carried refusal text (OpenAI sends `delta.refusal` and then a plain `stop`). `prompt_blocked`: Gemini
+    refused the prompt (`promptFeedback.blockReason`, whose words overlap its finish reasons): a filter,
+    whatever the reason says.
     """
-    word = (raw or "stop").lower()
-    finish = _COMMON.get(word) or ("content_filter" if word in _GEMINI_FILTERS else "stop")
+    if prompt_blocked:
+        return "content_filter"
+    finish = _WORDS.get(raw.lower(), _UNKNOWN[vocabulary]) if raw else "stop"
     if finish == "stop" and refused:
         return "refusal"
     if finish == "stop" and has_calls:
@@ -90,7 +117,7 @@ def normalize_finish(raw: str | None, *, has_calls: bool = False, refused: bool 
     return finish
 
 
-def inband_status(error: Any) -> int:
+def inband_status(error: object) -> int:
     """The HTTP status an in-band stream error stands for: its own `status_code`, an integer
     `code` (OpenRouter), or its `type` (Groq, Anthropic); anything else is a server error (500)."""
     if not isinstance(error, dict):

@@ -53,16 +53,19 @@ class CallSpec(_Strict):
 
 
 class ResponseSpec(_Strict):
-    """One answer: text, tool calls, or both."""
+    """One answer: text, tool calls, or both. The one format of a scripted answer, in script files,
+    a function's answer and eval scripts (`orchestrator.eval.sources`)."""
 
     text: str = ""
     tool_calls: list[CallSpec] = Field(default_factory=list)
-    chunk_size: int = Field(default=8, ge=1)
-    usage: tuple[int, int] = (10, 5)
+    chunk_size: int | None = Field(default=None, ge=1)  # characters per streamed chunk (None: the caller's default)
+    usage: tuple[int, int] = (10, 5)  # input, output tokens the answer reports
 
-    def scripted(self) -> ScriptedResponse:
+    def scripted(self, *, chunk_size: int = 8) -> ScriptedResponse:
+        """The answer to serve; `chunk_size` applies unless the answer says its own."""
         calls = [ScriptedCall(c.name, c.arguments) for c in self.tool_calls]
-        return ScriptedResponse(text=self.text, tool_calls=calls, chunk_size=self.chunk_size, usage=self.usage)
+        size = self.chunk_size or chunk_size
+        return ScriptedResponse(text=self.text, tool_calls=calls, chunk_size=size, usage=self.usage)
 
 
 class SideScript(_Strict):
@@ -233,7 +236,7 @@ def in_process_client(url: str) -> Any:
     if transport is None:
         return None
     if _HANDLER is None:
-        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+        from providers._litellm_internal import AsyncHTTPHandler
 
         _HANDLER = AsyncHTTPHandler(transport=transport)
     return _HANDLER

@@ -49,7 +49,6 @@ __all__ = [
     "remember_unpriced",
 ]
 
-_TRANSPORT = frozenset({"api_key", "api_base", "extra_headers", "timeout", "max_retries", "num_retries"})
 _ACCOUNT_ENV = ("OPENAI_ORGANIZATION", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
 _KEY_MARK = "\x00api_key\x00"
 _MAX_ENTRIES = 256

@@ -7,10 +7,12 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-python3 -m pip wheel -q --no-deps -w "$work/dist" "$repo"
-wheel="$(ls "$work"/dist/*.whl)"
+# Every package from the lock files (requirements/, scripts/lock.sh), hashes checked: no resolver picks a release.
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "$wheel"  # the base install: no extras
+"$work/venv/bin/pip" install -q --require-hashes -r "$repo/requirements/base.txt"  # the base install: no extras
+"$work/venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$work/dist" "$repo"  # the locked setuptools
+wheel="$(ls "$work"/dist/*.whl)"
+"$work/venv/bin/pip" install -q --no-deps "$wheel"
 export PATH="$work/venv/bin:$PATH"
 unset OPENAI_API_KEY ANTHROPIC_API_KEY GEMINI_API_KEY || true
 
@@ -43,13 +45,13 @@ if grep -q "Traceback" serve.out; then
   exit 1
 fi
 echo "== orchestrator init myproj, then its check, run and tests"
-pip install -q pytest pytest-asyncio  # what a new project's tests need
+pip install -q --require-hashes -r "$repo/requirements/init-tests.txt"  # what a new project's tests need
 orchestrator init myproj
 cd myproj
 orchestrator check
 orchestrator run weather_chat --model test -m "hello" | tail -n 3
 python -m pytest -q -p no:cacheprovider
 echo "== the server extra"
-pip install -q "$wheel[server]"
+pip install -q --require-hashes -r "$repo/requirements/server.txt"
 python -c "import orchestrator.server.app"
 echo "wheel check: passed"

@@ -17,10 +17,8 @@ import httpx
 import pytest
 import respx
 
-from providers.anthropic_wire import AnthropicReader
 from providers.client import ModelClient
 from providers.config import config_from_dict
-from providers.litellm_params import editable_copy
 from providers.stream import (
     ProviderBlock,
     ProviderError,
@@ -30,6 +28,8 @@ from providers.stream import (
     TextDelta,
     ToolCallDelta,
 )
+from providers.streams.anthropic_wire import AnthropicReader
+from providers.streams.litellm_params import editable_copy
 
 URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-ant-test-wire-0123456789"
@@ -216,6 +216,18 @@ async def test_both_paths_yield_the_same_items(name, raw, finish):
     end = items["auto"][-1]
     assert (end.finish_reason, end.finish) == (raw, finish)
     assert end.model == "anthropic/claude-sonnet-4-5-20250929"  # the snapshot that answered, as on the OpenAI wire
+
+
+@pytest.mark.parametrize("raw", ["end_turn", "stop_sequence", "a_reason_added_later"])
+async def test_an_answer_with_tool_calls_ends_as_tool_calls_on_both_paths(raw):
+    """One finish table (providers/finish.py): a stop word other than `tool_use` on an answer that holds
+    tool calls was `stop` in the native reader and `tool_calls` on LiteLLM's path."""
+    body = fixture("tool_use.sse").replace(b'"stop_reason":"tool_use"', f'"stop_reason":"{raw}"'.encode())
+    items = await both(body)
+    assert {mode: (i[-1].finish_reason, i[-1].finish) for mode, i in items.items()} == {
+        "auto": (raw, "tool_calls"),
+        "litellm": (raw, "tool_calls"),
+    }
 
 
 def calls(items: list[Any]) -> list[tuple[str | None, str | None, Any]]:

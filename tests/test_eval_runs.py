@@ -24,17 +24,16 @@ from orchestrator.eval import (
 )
 from orchestrator.eval.report import markdown
 from orchestrator.eval.sources import (
-    Call,
     LiveSource,
     ReplaySource,
     RunModel,
     ScenarioScript,
-    Turn,
 )
+from providers.offline import CallSpec, ResponseSpec
 from providers.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 ROOT = Path(__file__).resolve().parent.parent
-GREET = Turn(text="Hello, how can I help?")
+GREET = ResponseSpec(text="Hello, how can I help?")
 
 
 def _suite(tmp_path: Path, scenarios: str, defaults: str = "k: 1", config: Path | None = None) -> Path:
@@ -62,15 +61,18 @@ scenarios:
 SHIP = ScenarioScript(
     a=[
         GREET,
-        Turn(text="Checking.", tool_calls=[Call(name="lookup_order", arguments={"order_id": "A1002"})]),
-        Turn(tool_calls=[Call(name="process_order", arguments={"order_id": "A1002", "action": "ship"})]),
-        Turn(text="Your order A1002 has shipped."),
+        ResponseSpec(text="Checking.", tool_calls=[CallSpec(name="lookup_order", arguments={"order_id": "A1002"})]),
+        ResponseSpec(tool_calls=[CallSpec(name="process_order", arguments={"order_id": "A1002", "action": "ship"})]),
+        ResponseSpec(text="Your order A1002 has shipped."),
     ],
     b=[
-        Turn(text="Where is my order A1002?"),
-        Turn(text="Thanks!", tool_calls=[Call(name="end_chat", arguments={"reason": "done"})]),
+        ResponseSpec(text="Where is my order A1002?"),
+        ResponseSpec(text="Thanks!", tool_calls=[CallSpec(name="end_chat", arguments={"reason": "done"})]),
     ],
-    judge=[Turn(text='Sure. {"verdict": "pass", "reason": "helpful and correct"}'), Turn(text="I think it went fine.")],
+    judge=[
+        ResponseSpec(text='Sure. {"verdict": "pass", "reason": "helpful and correct"}'),
+        ResponseSpec(text="I think it went fine."),
+    ],
 )
 
 ALL_CHECKS = """\
@@ -185,7 +187,7 @@ BUDGET = """\
 
 async def test_stops_starting_runs_once_the_budget_is_spent(tmp_path: Path) -> None:
     short = ScenarioScript(
-        a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])]
+        a=[GREET], b=[ResponseSpec(text="Bye", tool_calls=[CallSpec(name="end_chat", arguments={"reason": "x"})])]
     )
     # each run: two answers of 10 + 5 tokens = 30; the budget is spent during the second run
     suite = load_suite(_suite(tmp_path, BUDGET, "k: 3\n  concurrency: 1\n  budget: {tokens: 50}"))
@@ -197,7 +199,7 @@ async def test_stops_starting_runs_once_the_budget_is_spent(tmp_path: Path) -> N
 
 async def test_no_budget_runs_everything_k_times_concurrently(tmp_path: Path) -> None:
     short = ScenarioScript(
-        a=[GREET], b=[Turn(text="Bye", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])]
+        a=[GREET], b=[ResponseSpec(text="Bye", tool_calls=[CallSpec(name="end_chat", arguments={"reason": "x"})])]
     )
     suite = load_suite(_suite(tmp_path, BUDGET, "k: 3\n  concurrency: 4"))
     result = await Evaluator(suite, ScriptedSource(lambda s, i: short), storage=":memory:").run()
@@ -214,12 +216,15 @@ CHANGES_MIND = """\
 
 def _cancelling(scenario: str, index: int) -> ScenarioScript:
     """Runs differ: odd runs cancel (a failure), even runs do not."""
-    cancel = [Call(name="process_order", arguments={"order_id": "A1002", "action": "cancel"})] if index % 2 else []
+    cancel = [CallSpec(name="process_order", arguments={"order_id": "A1002", "action": "cancel"})] if index % 2 else []
     return ScenarioScript(
-        a=[GREET, Turn(text="On it.", tool_calls=cancel), Turn(text="Cancelled.")]
+        a=[GREET, ResponseSpec(text="On it.", tool_calls=cancel), ResponseSpec(text="Cancelled.")]
         if cancel
-        else [GREET, Turn(text="Kept.")],
-        b=[Turn(text="Cancel A1002"), Turn(text="ok", tool_calls=[Call(name="end_chat", arguments={"reason": "x"})])],
+        else [GREET, ResponseSpec(text="Kept.")],
+        b=[
+            ResponseSpec(text="Cancel A1002"),
+            ResponseSpec(text="ok", tool_calls=[CallSpec(name="end_chat", arguments={"reason": "x"})]),
+        ],
     )
 
 

@@ -21,7 +21,6 @@ import respx
 
 from providers.client import ModelClient
 from providers.config import config_from_dict
-from providers.gemini_wire import GeminiReader
 from providers.stream import (
     ProviderBlock,
     ProviderError,
@@ -31,6 +30,7 @@ from providers.stream import (
     TextDelta,
     ToolCallDelta,
 )
+from providers.streams.gemini_wire import GeminiReader
 
 URL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 KEY = "AIza-test-wire-000000000000000"
@@ -274,7 +274,7 @@ def test_finish_reasons_map_to_the_neutral_word():
     ):
         reader = GeminiReader()
         reader.feed({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": reason}]})
-        words[reason] = reader.finish
+        words[reason] = reader.end().finish
     assert words == {
         "STOP": "stop",
         "MAX_TOKENS": "length",
@@ -285,6 +285,42 @@ def test_finish_reasons_map_to_the_neutral_word():
         "SPII": "content_filter",
         "MALFORMED_FUNCTION_CALL": "error",
         "NEW_ONE": "error",
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "finish"),
+    [
+        ("IMAGE_PROHIBITED_CONTENT", "content_filter"),
+        ("IMAGE_RECITATION", "content_filter"),
+        ("IMAGE_OTHER", "content_filter"),
+        ("NO_IMAGE", "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", "error"),
+        ("TOO_MANY_TOOL_CALLS", "error"),
+        ("A_REASON_ADDED_LATER", "error"),
+    ],
+)
+async def test_both_paths_end_a_gemini_answer_with_the_same_finish(raw, finish):
+    """One finish table (providers/finish.py) for the native reader and LiteLLM's path: the image
+    filters and `NO_IMAGE` were `error` on one and `content_filter` on the other, an unknown reason
+    `error` on one and `stop` on the other."""
+    body = fixture("text.sse").replace(b'"finishReason": "STOP"', f'"finishReason": "{raw}"'.encode())
+    items = await both(body)
+    assert {mode: (i[-1].finish_reason, i[-1].finish) for mode, i in items.items()} == {
+        "auto": (raw, finish),
+        "litellm": (raw, finish),
+    }
+
+
+@pytest.mark.parametrize(
+    "reason", ["PROHIBITED_CONTENT", "OTHER", "BLOCKED_REASON_UNSPECIFIED", "A_REASON_ADDED_LATER"]
+)
+async def test_a_blocked_prompt_is_a_content_filter_on_both_paths_whatever_its_reason(reason):
+    body = fixture("prompt_blocked.sse").replace(b'"PROHIBITED_CONTENT"', f'"{reason}"'.encode())
+    items = await both(body)
+    assert {mode: (i[-1].finish_reason, i[-1].finish) for mode, i in items.items()} == {
+        "auto": (reason, "content_filter"),
+        "litellm": (reason, "content_filter"),
     }
 
 

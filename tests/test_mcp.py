@@ -3,7 +3,7 @@
 The servers are tests/fixtures/mcp/server.py, written with the `mcp` SDK and
 started for real: over stdio (a child process) and over Streamable HTTP on
 127.0.0.1. The model is scripted: its OpenAI-wire SSE bytes are served by respx
-and read by the runtime's own wire reader (providers/openai_wire.py), so each
+and read by the runtime's own wire reader (providers/streams/openai_wire.py), so each
 test checks what the next model request carried.
 """
 

@@ -234,7 +234,7 @@ async def test_both_paths_yield_the_same_items():
 async def test_a_streamed_answer_leaves_no_garbage_for_the_collector():
     """httpx's streamed response and its stream refer to each other, with ~45 objects hanging from the pair;
     a long conversation carried them into the old generation, where only a full collection finds them.
-    The wire reader (providers/openai_wire.py) breaks the pair once the body is read."""
+    The wire reader (providers/streams/openai_wire.py) breaks the pair once the body is read."""
     import gc
 
     c = client("auto")

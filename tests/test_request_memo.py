@@ -9,7 +9,6 @@ that no secret reaches the file, and that the demo runs with LiteLLM unimportabl
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,9 +23,10 @@ import providers.client
 from providers import request_memo
 from providers.client import ModelClient
 from providers.config import config_from_dict
-from providers.openai_wire import build_request, recall_request
 from providers.sse import openai_events
 from providers.stream import StreamEnd, TextDelta
+from providers.streams import openai_wire
+from providers.streams.openai_wire import build_request, recall_request
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-live-memo-0123456789abcdef"
@@ -99,7 +99,7 @@ def test_a_recalled_request_is_what_litellm_builds_for_new_messages(memo_home: P
 
     assert recalled is not None and recalled.early
     assert (recalled.url, recalled.headers, recalled.timeout) == (built.url, built.headers, built.timeout)
-    assert json.dumps(recalled.body).encode() == json.dumps(built.body).encode()  # the same bytes, key order too
+    assert recalled.content == built.content  # the same bytes, key order too
     assert recalled.headers["X-Team-Token"] == TOKEN and KEY in recalled.headers["Authorization"]
 
 
@@ -167,7 +167,7 @@ async def test_while_litellm_imports_the_client_sends_the_remembered_request(mon
     bodies: list[bytes] = []
     for ready in (True, False):  # LiteLLM in: it builds (and the memo keeps); still importing: the memo builds
         monkeypatch.setattr(providers.client, "_litellm_ready", lambda ready=ready: ready)
-        monkeypatch.setattr(providers.client, "build_request", _refused if not ready else build_request)
+        monkeypatch.setattr(openai_wire, "build_request", _refused if not ready else build_request)
         with respx.mock() as router:
             route = router.post("http://wire.invalid/v1/chat/completions").mock(
                 return_value=httpx.Response(

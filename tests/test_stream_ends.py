@@ -3,7 +3,7 @@ assembled by id are in test_call_assembly.py.
 
 Each stream below is the byte shape the named vendor sends (see tests/fixtures/streams/README.md
 for the recorded corpus). `auto` is the runtime's OpenAI-wire reader; `litellm` is
-`litellm.acompletion`'s stream wrapper with `providers/litellm_tap.py` watching the raw events.
+`litellm.acompletion`'s stream wrapper with `providers/streams/litellm_tap.py` watching the raw events.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Each provider's documented streaming bytes, read by the runtime's own readers, seen through ModelClient.
 
-OpenAI bytes are read by `providers/openai_wire.py`, Anthropic by `providers/anthropic_wire.py`, Gemini by
-`providers/gemini_wire.py`; with `stream: litellm`, by LiteLLM's stream wrapper watched by `providers/litellm_tap.py`.
+OpenAI bytes are read by `providers/streams/openai_wire.py`, Anthropic by `providers/streams/anthropic_wire.py`, Gemini by
+`providers/streams/gemini_wire.py`; with `stream: litellm`, by LiteLLM's stream wrapper watched by `providers/streams/litellm_tap.py`.
 
 The SSE bodies below are written out by hand in the shape of the providers'
 API references (OpenAI Chat Completions streaming, Anthropic Messages streaming

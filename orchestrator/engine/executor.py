@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
@@ -46,6 +46,7 @@ from orchestrator.engine.streaming import CallStarted, StreamAssembler
 from orchestrator.engine.toolset import Toolset, build_toolset
 from orchestrator.engine.views import render_prompt, side_view
 from orchestrator.storage.base import StaleLeaseError
+from providers.request import ChatMessage, RequestExtras
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
 if TYPE_CHECKING:
@@ -345,9 +346,9 @@ class _Execution:
         fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
         stream = self.services.client.stream(
             self.model_alias(prompt),
-            messages,
+            cast("list[ChatMessage]", messages),  # views.side_view builds them in that shape
             tools=toolset.tools or None,
-            extra=toolset.extra or None,
+            extra=cast("RequestExtras", toolset.extra) or None,
             on_event=self._publish,
         )
         async for item in stream:

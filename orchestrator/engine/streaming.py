@@ -3,7 +3,7 @@
 The executor feeds every `TextDelta`, `ReasoningDelta`, `RefusalDelta`,
 `ToolCallDelta` and `ProviderBlock` to a `StreamAssembler`. It assembles the
 text, the reasoning blocks, the refusal and the tool calls (per `index`, which
-the provider client has already made one per call: see `providers/call_ids.py`;
+the provider client has already made one per call: see `providers/streams/call_ids.py`;
 parallel and interleaved calls included) and says when each call's
 `tool_call_started` should fire: the moment the tool's `progress_argument` (a
 top-level string property of the arguments object) has closed in the stream,

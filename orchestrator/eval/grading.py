@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.executor import ExecutionResult
     from orchestrator.runtime import Thread
     from providers.client import ModelClient
+    from providers.request import ChatMessage
 
 __all__ = [
     "CheckOutcome",
@@ -146,7 +147,7 @@ async def _judge(suite: Suite, check: JudgeCheck, thread: Thread, spent: Spent, 
 
     alias = check.model or suite.defaults.judge_model
     messages = (await thread.get_messages(include_silent=True)).messages
-    request = [
+    request: list[ChatMessage] = [
         {"role": "system", "content": judge_system(check)},
         {
             "role": "user",

@@ -5,8 +5,9 @@ requests, if any) and does the rest the same way for all three, so a new
 source (e.g. a built-in offline model) only has to say how it answers.
 
 A script lists, per scenario, what each side (and the judge) answers in turn,
-as `ScriptedModel` responses; it is how offline runs are written and how the
-example cassettes were recorded. Which voice a request is for is read from its
+in the one answer format of scripted models (`providers.offline.ResponseSpec`:
+text, tool calls, usage, chunk size); it is how offline runs are written and how
+the example cassettes were recorded. Which voice a request is for is read from its
 system message: each side's rendered prompt, or a judge's instructions.
 """
 
@@ -23,12 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from orchestrator.eval.yamlfile import describe_errors, read_yaml
 from providers.cassette import Replayer, load_cassette
 from providers.config import SCRIPTED_BASE_URL
-from providers.scripted import (
-    ScriptedCall,
-    ScriptedFault,
-    ScriptedModel,
-    ScriptedResponse,
-)
+from providers.offline import ResponseSpec
+from providers.scripted import ScriptedFault, ScriptedModel, ScriptedResponse
 
 __all__ = [
     "LiveSource",
@@ -38,7 +35,6 @@ __all__ = [
     "ScenarioScript",
     "ScriptError",
     "ScriptedSource",
-    "Turn",
     "cassette_path",
     "load_script",
 ]
@@ -117,27 +113,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Call(_Strict):
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class Turn(_Strict):
-    """One model answer: text, tool calls, or both."""
-
-    text: str = ""
-    tool_calls: list[Call] = Field(default_factory=list)
-    usage: tuple[int, int] = (10, 5)  # input, output tokens the answer reports
-
-    def response(self) -> ScriptedResponse:
-        calls = [ScriptedCall(c.name, c.arguments) for c in self.tool_calls]
-        return ScriptedResponse(text=self.text, tool_calls=calls, usage=self.usage, chunk_size=64)
+EVAL_CHUNK_SIZE = 64
+"""Characters per streamed chunk of a scripted eval answer unless the answer says `chunk_size` (the example
+cassettes were recorded so: fewer, larger events than a scripted model's default)."""
 
 
 class ScenarioScript(_Strict):
-    a: list[Turn] = Field(default_factory=list)
-    b: list[Turn] = Field(default_factory=list)
-    judge: list[Turn] = Field(default_factory=list)
+    """What each voice answers in one run, in order: a side's steps, or the judge's verdicts."""
+
+    a: list[ResponseSpec] = Field(default_factory=list)
+    b: list[ResponseSpec] = Field(default_factory=list)
+    judge: list[ResponseSpec] = Field(default_factory=list)
 
 
 class _ScriptedScenario(ScenarioScript):
@@ -204,7 +190,7 @@ class ScriptedSource:
                     f"{len(queues[voice])} answer(s) for {voice}; a further one was asked for",
                 )
             used[voice] += 1
-            return queues[voice][used[voice] - 1].response()
+            return queues[voice][used[voice] - 1].scripted(chunk_size=EVAL_CHUNK_SIZE)
 
         router = respx.Router(assert_all_called=False, assert_all_mocked=True)
         ScriptedModel(answer).mount(router, self._base_url)

@@ -10,8 +10,9 @@ parameters (see `litellm_params`), `VertexLLM.get_token_and_url` makes the URL a
 signatures, context caching); the request goes out on LiteLLM's cached httpx
 client and every failure goes through its `exception_type`.
 
-What is ours: `stream_events` reads the SSE (one `json.loads` per chunk) and
-`GeminiReader` turns each chunk into neutral stream items. Only Google AI Studio
+What is ours: `sse_json.json_events` reads the SSE (one `json.loads` per chunk;
+`GEMINI` says what its end marker and errors look like) and `GeminiReader` turns
+each chunk into neutral stream items. Only Google AI Studio
 (`type: gemini`) is read here; Vertex AI stays on LiteLLM's path.
 """
 
@@ -19,40 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from providers.litellm_params import editable_copy, optional_params
-from providers.sse_json import json_events
-from providers.stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.finish import finish_for
+from providers.stream import ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.streams import ReadEnd
+from providers.streams.call_ids import CallIndex
+from providers.streams.litellm_params import mapped_call
+from providers.streams.sse_json import Event, Wire, WireRequest
 
-if TYPE_CHECKING:
-    import httpx
+__all__ = ["GEMINI", "GeminiReader", "build_request", "prompt_block", "supports", "warm_up"]
 
-__all__ = ["GeminiReader", "GeminiRequest", "build_request", "stream_events", "supports", "warm_up"]
-
-_TRANSPORT_KEYS = ("api_key", "api_base", "api_version", "extra_headers", "timeout", "max_retries", "num_retries")
-_FILTERED = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE")
 _SIGNATURE_KEYS = frozenset({"thoughtSignature", "thought_signature"})
-_FINISH: dict[str, FinishReason] = {
-    "STOP": "stop",
-    "FINISH_REASON_UNSPECIFIED": "stop",
-    "MAX_TOKENS": "length",
-    "MALFORMED_FUNCTION_CALL": "error",
-    "UNEXPECTED_TOOL_CALL": "error",
-    "OTHER": "error",
-    **{reason: "content_filter" for reason in _FILTERED},
-}
-
-
-@dataclass(frozen=True, slots=True)
-class GeminiRequest:
-    model: str  # the provider's model name, without LiteLLM's `gemini/` prefix
-    url: str
-    headers: dict[str, str]
-    content: bytes  # the body, serialised as LiteLLM serialises it
-    timeout: float | None
 
 
 def supports(kwargs: dict[str, Any]) -> bool:
@@ -69,25 +48,25 @@ def _has_cache_control(message: dict[str, Any]) -> bool:
     )
 
 
-async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
+async def build_request(kwargs: dict[str, Any]) -> WireRequest:
     """The HTTP request `litellm.acompletion(**kwargs)` sends, built by the same LiteLLM calls in the same order."""
     import litellm
-    from litellm.litellm_core_utils.get_litellm_params import get_litellm_params
-    from litellm.llms.gemini.common_utils import get_api_key_from_env
-    from litellm.llms.vertex_ai.gemini.transformation import async_transform_request_body
-    from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexGeminiConfig, VertexLLM
-    from litellm.secret_managers.main import get_secret
 
-    params = dict(kwargs)
-    model = params.pop("model").removeprefix("gemini/")
-    messages = editable_copy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
-    transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
-    api_key = transport["api_key"] or get_api_key_from_env() or get_secret("PALM_API_KEY") or litellm.api_key
-    api_base = transport["api_base"] or litellm.api_base or get_secret("GEMINI_API_BASE")
-    optional = optional_params(model, "gemini", messages, params)
-    optional.pop("stream", None)
+    from providers._litellm_internal import (
+        VertexGeminiConfig,
+        VertexLLM,
+        async_transform_request_body,
+        get_api_key_from_env,
+        get_litellm_params,
+        get_secret,
+    )
+
+    call = mapped_call(kwargs, "gemini")
+    model, messages, transport, optional = call.model, call.messages, call.transport, call.optional
+    api_key = transport.api_key or get_api_key_from_env() or get_secret("PALM_API_KEY") or litellm.api_key
+    api_base = transport.api_base or litellm.api_base or get_secret("GEMINI_API_BASE")
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="gemini")
-    extra_headers = transport["extra_headers"]
+    extra_headers = transport.extra_headers or None  # as LiteLLM's own path passes it: None without headers
     auth, url = VertexLLM().get_token_and_url(
         model=model,
         auth_header=None,
@@ -123,50 +102,38 @@ async def build_request(kwargs: dict[str, Any]) -> GeminiRequest:
         vertex_location=None,
         vertex_auth_header=auth,
     )
-    return GeminiRequest(
-        model=model, url=url, headers=dict(headers), content=json.dumps(body).encode(), timeout=transport["timeout"]
-    )
+    return WireRequest(GEMINI, model, url, dict(headers), json.dumps(body).encode(), transport.timeout)
 
 
 def warm_up() -> None:
     """Import now what the first request would, so a `gc.freeze()` after this covers it."""
-    from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
-    from litellm.llms.vertex_ai.common_utils import VertexAIError  # noqa: F401
-    from litellm.llms.vertex_ai.gemini.transformation import async_transform_request_body  # noqa: F401
-    from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (  # noqa: F401
-        VertexGeminiConfig,
-        VertexLLM,
-    )
+    import providers._litellm_internal  # noqa: F401
 
 
-def stream_events(request: GeminiRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
-    """Yield each `GenerateContentResponse` chunk as a dict; every failure is a LiteLLM exception (see `sse_json`).
-
-    The end marker is a candidate with a `finishReason` (or a prompt blocked by `promptFeedback.blockReason`).
-    A chunk carrying `error` is raised as the status it names.
-    """
-    return json_events(
-        "gemini",
-        request,
-        inband_error=lambda chunk: _error_chunk(chunk["error"]) if "error" in chunk else None,
-        ends=_ends,
-        cut="Gemini stream ended before a finishReason",
-        http_error=_http_error,
-        max_answer_bytes=max_answer_bytes,
-    )
+# -- the stream ----------------------------------------------------------------
 
 
-def _ends(chunk: dict[str, Any]) -> bool:
+def prompt_block(chunk: Event) -> str | None:
+    """Why Gemini refused the prompt (`promptFeedback.blockReason`), if it did: the answer's end."""
+    feedback = chunk.get("promptFeedback")
+    return (feedback.get("blockReason") or None) if feedback else None
+
+
+def _ends(chunk: Event) -> bool:
+    """The end marker is a candidate with a `finishReason`, or a prompt block."""
     candidates = chunk.get("candidates")
     if candidates and candidates[0].get("finishReason"):
         return True
-    return bool((chunk.get("promptFeedback") or {}).get("blockReason"))
+    return prompt_block(chunk) is not None
 
 
-def _error_chunk(error: Any) -> Exception:
-    """What LiteLLM raises for `data: {"error": {...}}` (e.g. 429 RESOURCE_EXHAUSTED mid-stream)."""
-    from litellm.llms.vertex_ai.common_utils import VertexAIError
+def _error_chunk(chunk: Event, model: str) -> Exception | None:
+    """What LiteLLM raises for `data: {"error": {...}}` (e.g. 429 RESOURCE_EXHAUSTED mid-stream): its status."""
+    if "error" not in chunk:
+        return None
+    from providers._litellm_internal import VertexAIError
 
+    error = chunk["error"]
     if not isinstance(error, dict):
         return VertexAIError(status_code=500, message=f"Unexpected error format in mid-stream chunk: {error}")
     try:
@@ -178,10 +145,8 @@ def _error_chunk(error: Any) -> Exception:
     )
 
 
-def _http_error(status: int, text: str, headers: httpx.Headers) -> Exception:
-    from litellm.llms.vertex_ai.common_utils import VertexAIError
-
-    return VertexAIError(status_code=status, message=text, headers=headers)
+_CUT = "Gemini stream ended before a finishReason"
+GEMINI = Wire(provider="gemini", ends=_ends, inband_error=_error_chunk, http_error="VertexAIError", cut=_CUT)
 
 
 class GeminiReader:
@@ -196,28 +161,27 @@ class GeminiReader:
     back with the turn.
     """
 
-    __slots__ = ("_calls", "_response", "finish", "finish_reason", "input_tokens", "model", "output_tokens")
+    __slots__ = ("_blocked", "_calls", "_finish", "_input", "_model", "_output", "_response")
 
     def __init__(self) -> None:
-        self._calls = 0
+        self._calls = CallIndex()
         self._response: str | None = None
-        self.model: str | None = None
-        self.finish_reason: str | None = None
-        self.finish: FinishReason = "stop"
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self._model: str | None = None
+        self._finish: str | None = None
+        self._blocked = False  # the prompt was refused: `_finish` is the block's reason
+        self._input = self._output = 0
 
-    def feed(self, chunk: dict[str, Any]) -> list[StreamItem]:
-        self.model = chunk.get("modelVersion") or self.model
+    def feed(self, chunk: Event) -> list[StreamItem]:
+        self._model = chunk.get("modelVersion") or self._model
         self._response = self._response or chunk.get("responseId")
         usage = chunk.get("usageMetadata")
         if usage:
-            self.input_tokens = usage.get("promptTokenCount") or self.input_tokens
+            self._input = usage.get("promptTokenCount") or self._input
             output = (usage.get("candidatesTokenCount") or 0) + (usage.get("thoughtsTokenCount") or 0)
-            self.output_tokens = output or self.output_tokens
-        blocked = (chunk.get("promptFeedback") or {}).get("blockReason")
+            self._output = output or self._output
+        blocked = prompt_block(chunk)
         if blocked:
-            self.finish_reason, self.finish = blocked, "content_filter"
+            self._finish, self._blocked = blocked, True
         candidates = chunk.get("candidates")
         if not candidates:
             return []
@@ -225,10 +189,13 @@ class GeminiReader:
         items = self._parts((candidate.get("content") or {}).get("parts") or ())
         reason = candidate.get("finishReason")
         if reason:
-            self.finish_reason = reason
-            finish = _FINISH.get(reason, "error")
-            self.finish = "tool_calls" if finish == "stop" and self._calls else finish
+            self._finish, self._blocked = reason, False
         return items
+
+    def end(self) -> ReadEnd:
+        has_calls = self._calls.count > 0
+        finish = finish_for(self._finish, "gemini", has_calls=has_calls, prompt_blocked=self._blocked)
+        return ReadEnd(self._finish, finish, self._model, self._input, self._output)
 
     def _parts(self, parts: Any) -> list[StreamItem]:
         items: list[StreamItem] = []
@@ -249,10 +216,11 @@ class GeminiReader:
         return items
 
     def _call(self, call: dict[str, Any], signature: str | None) -> ToolCallDelta:
-        number, self._calls = self._calls, self._calls + 1
+        number = self._calls.count  # a call arrives whole: each one is a new call
         arguments = json.dumps(call.get("args") or {}, ensure_ascii=False)
         call_id = call.get("id") or _call_id(self._response, number, call.get("name"), arguments)
-        return ToolCallDelta(number, call_id, call.get("name"), arguments, signature=signature)
+        fragment = ToolCallDelta(number, call_id, call.get("name"), arguments, signature=signature)
+        return self._calls.place(fragment, number)
 
 
 def _call_id(response: str | None, number: int, name: Any, arguments: str) -> str:

@@ -15,22 +15,32 @@ runtime must know:
   the provider then refuses).
 
 `RawTap.install` puts an observer in front of the parser of one response (an
-instance attribute, never a global patch): LiteLLM's own iterators call
-`self.chunk_parser(chunk=...)` with each decoded event, and the openai SDK's
-`AsyncStream` reads events through `self._iter_events()`. The events pass on
-unchanged. tests/test_litellm_internals.py fails, naming the symbol, if either moves.
+instance attribute, never a global patch; `providers._litellm_internal.observe_*`):
+LiteLLM's own iterators call `self.chunk_parser(chunk=...)` with each decoded event,
+and the openai SDK's `AsyncStream` reads events through `self._iter_events()`. The
+events pass on unchanged. tests/test_litellm_internals.py fails, naming the symbol,
+if either moves.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from providers import model_json
+from providers._litellm_internal import (
+    inner_stream,
+    observe_chunks,
+    observe_opening,
+    observe_sse,
+    opens_lazily,
+    parses_chunks,
+    reads_sse,
+)
 from providers.stream import ProviderBlock, RefusalDelta, StreamItem
+from providers.streams.anthropic_wire import streamed_input
+from providers.streams.gemini_wire import prompt_block
 
-__all__ = ["RawTap"]
+__all__ = ["MARKED", "RawTap"]
 
 _OWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})  # LiteLLM turns these into deltas
 _PARSED = frozenset({"anthropic", "gemini", "openai_like"})  # read through the iterator's `chunk_parser`
@@ -44,6 +54,7 @@ class RawTap:
     __slots__ = (
         "_blocks",
         "_pending",
+        "blocked",
         "done",
         "ended",
         "error",
@@ -62,39 +73,31 @@ class RawTap:
         self.ended = False  # the provider's own end marker arrived
         self.done = False  # OpenAI wire: `data: [DONE]` arrived
         self.raw_finish: str | None = None
+        self.blocked = False  # Gemini refused the prompt: `raw_finish` is the block's reason
         self.error: dict[str, Any] | None = None
         self.usage: tuple[int, int] | None = None
         self.output_tokens: int | None = None  # Anthropic: the last message_delta's cumulative count
         self._pending: list[StreamItem] = []
         self._blocks: dict[int, tuple[dict[str, Any], list[str]]] = {}
 
-    def install(self, wrapper: Any) -> None:
+    def install(self, wrapper: object) -> None:
         """Observe the events under LiteLLM's `CustomStreamWrapper` (its `completion_stream`, which
         some providers, Gemini among them, open lazily through `make_call` on the first read)."""
-        inner = getattr(wrapper, "completion_stream", None)
-        make_call = getattr(wrapper, "make_call", None)
-        if inner is None and callable(make_call) and self.family in _PARSED:
-            wrapper.make_call = self._opening(make_call)
+        inner = inner_stream(wrapper)
+        if opens_lazily(wrapper) and self.family in _PARSED:
+            observe_opening(wrapper, self._tap)
             self.installed = True  # confirmed (or withdrawn) when the stream opens
         else:
             self._tap(inner)
 
-    def _opening(self, make_call: Callable[..., Any]) -> Callable[..., Any]:
-        async def opened(*args: Any, **kwargs: Any) -> Any:
-            stream = await make_call(*args, **kwargs)
-            self._tap(stream)
-            return stream
-
-        return opened
-
-    def _tap(self, inner: Any) -> None:
-        parse = getattr(inner, "chunk_parser", None)
+    def _tap(self, inner: object) -> None:
         self.installed = False
-        if callable(parse) and self.family in _PARSED:
-            inner.chunk_parser = self._parser(parse)
+        if parses_chunks(inner) and self.family in _PARSED:
+            see = {"anthropic": self._anthropic, "gemini": self._gemini}.get(self.family, self._openai_chunk)
+            observe_chunks(inner, see)
             self.installed = True
-        elif callable(getattr(inner, "_iter_events", None)) and self.family == "openai":
-            inner._iter_events = self._events(inner._iter_events)
+        elif self.family == "openai" and reads_sse(inner):
+            observe_sse(inner, self._openai)
             self.installed = True
 
     def drain(self) -> list[StreamItem]:
@@ -105,24 +108,6 @@ class RawTap:
         return items
 
     # -- observers -----------------------------------------------------------
-
-    def _parser(self, parse: Callable[..., Any]) -> Callable[..., Any]:
-        see = {"anthropic": self._anthropic, "gemini": self._gemini}.get(self.family, self._openai_chunk)
-
-        def tapped(chunk: Any) -> Any:
-            if isinstance(chunk, dict):
-                see(chunk)
-            return parse(chunk=chunk)
-
-        return tapped
-
-    def _events(self, events: Callable[[], AsyncIterator[Any]]) -> Callable[[], AsyncIterator[Any]]:
-        async def tapped() -> AsyncIterator[Any]:
-            async for sse in events():
-                self._openai(sse.data)
-                yield sse
-
-        return tapped
 
     def _openai(self, data: str) -> None:
         if data.startswith("[DONE]"):
@@ -153,12 +138,12 @@ class RawTap:
     def _gemini(self, chunk: dict[str, Any]) -> None:
         if chunk.get("error"):
             self.error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": str(chunk["error"])}
-        blocked = (chunk.get("promptFeedback") or {}).get("blockReason")
+        blocked = prompt_block(chunk)
         if blocked:
-            self.raw_finish, self.ended = blocked, True
+            self.raw_finish, self.ended, self.blocked = blocked, True, True
         for candidate in chunk.get("candidates") or ():
             if candidate.get("finishReason"):
-                self.raw_finish, self.ended = candidate["finishReason"], True
+                self.raw_finish, self.ended, self.blocked = candidate["finishReason"], True, False
 
     def _anthropic(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -184,10 +169,7 @@ class RawTap:
         elif kind == "content_block_stop" and event.get("index") in self._blocks:
             block, parts = self._blocks.pop(event["index"])
             if parts:
-                try:
-                    block["input"] = model_json.loads("".join(parts))
-                except ValueError:
-                    block["input"] = {"_raw": "".join(parts)}
+                block["input"] = streamed_input(parts)
             self._pending.append(ProviderBlock(block))
 
 

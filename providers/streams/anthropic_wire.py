@@ -13,53 +13,30 @@ goes out on LiteLLM's cached httpx client, and every failure goes through its
 `exception_type`. Response formats (`response_format`, which LiteLLM turns into
 a hidden tool) stay on LiteLLM's path: see `supports`.
 
-What is ours: `stream_events` reads the SSE with httpx-sse (one `json.loads` per
-event) and `AnthropicReader` turns each event into neutral stream items.
+What is ours: `sse_json.json_events` reads the SSE with httpx-sse (one `json.loads`
+per event; `ANTHROPIC` says what its end marker and errors look like) and
+`AnthropicReader` turns each event into neutral stream items.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from providers import model_json
-from providers.litellm_params import editable_copy, optional_params
-from providers.sse_json import json_events
-from providers.stream import FinishReason, ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.finish import finish_for
+from providers.stream import ProviderBlock, ReasoningDelta, StreamItem, TextDelta, ToolCallDelta
+from providers.streams import ReadEnd
+from providers.streams.call_ids import CallIndex
+from providers.streams.litellm_params import mapped_call
+from providers.streams.sse_json import Event, Transport, Wire, WireRequest
 
-if TYPE_CHECKING:
-    import httpx
+__all__ = ["ANTHROPIC", "AnthropicReader", "build_request", "streamed_input", "supports", "warm_up"]
 
-__all__ = ["AnthropicReader", "AnthropicRequest", "build_request", "stream_events", "supports", "warm_up"]
-
-_TRANSPORT_KEYS = ("api_key", "api_base", "api_version", "extra_headers", "timeout", "max_retries", "num_retries")
 _DEFAULT_URL = "https://api.anthropic.com/v1/messages"
-_FINISH: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "refusal",
-    # A server-tool turn the API paused: the answer is incomplete and goes back as it is to continue,
-    # so it is never a final answer -- the same contract as a length stop.
-    "pause_turn": "length",
-}
 _SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
-
-
-@dataclass(frozen=True, slots=True)
-class AnthropicRequest:
-    model: str  # the provider's model name, without LiteLLM's `anthropic/` prefix
-    url: str
-    headers: dict[str, str]
-    content: bytes  # the body, serialised as LiteLLM serialises it
-    timeout: float | None
-    tool_names: dict[str, str] = field(
-        default_factory=dict
-    )  # name sent -> the caller's name (LiteLLM renames long ones)
 
 
 def supports(kwargs: dict[str, Any]) -> bool:
@@ -67,26 +44,25 @@ def supports(kwargs: dict[str, Any]) -> bool:
     return not kwargs.get("response_format")
 
 
-def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
+def build_request(kwargs: dict[str, Any]) -> WireRequest:
     """The HTTP request `litellm.acompletion(**kwargs)` sends, built by the same LiteLLM calls in the same order."""
-    from litellm.anthropic_beta_gated_fields import strip_beta_gated_request_body
-    from litellm.anthropic_beta_headers_manager import update_request_with_filtered_beta
-    from litellm.litellm_core_utils.get_litellm_params import get_litellm_params
-    from litellm.llms.anthropic.chat.transformation import ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY, AnthropicConfig
+    from providers._litellm_internal import (
+        ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY,
+        AnthropicConfig,
+        get_litellm_params,
+        strip_beta_gated_request_body,
+        update_request_with_filtered_beta,
+    )
 
-    params = dict(kwargs)
-    model = params.pop("model").removeprefix("anthropic/")
-    messages = editable_copy(params.pop("messages"))  # LiteLLM's transforms edit them in place (the system message)
-    transport = {key: params.pop(key, None) for key in _TRANSPORT_KEYS}
+    call = mapped_call(kwargs, "anthropic")
+    model, messages, transport = call.model, call.messages, call.transport
     api_key, api_base = _endpoint(transport)
-    optional = optional_params(model, "anthropic", messages, params)
-    optional.pop("stream", None)
-    optional = {**optional, "is_vertex_request": False}
+    optional = {**call.optional, "is_vertex_request": False}
     litellm_params = get_litellm_params(api_key=api_key, api_base=api_base, custom_llm_provider="anthropic")
     config = AnthropicConfig()
     headers = config.validate_environment(
         api_key=api_key,
-        headers=dict(transport["extra_headers"] or {}),
+        headers=dict(transport.extra_headers),
         model=model,
         messages=messages,
         optional_params=optional,
@@ -106,27 +82,21 @@ def build_request(kwargs: dict[str, Any]) -> AnthropicRequest:
     )
     body["stream"] = True
     names = litellm_params.get(ANTHROPIC_TOOL_NAME_REVERSE_MAP_KEY) or {}
-    return AnthropicRequest(
-        model=model,
-        url=api_base,
-        headers=dict(headers),
-        content=json.dumps(body).encode(),
-        timeout=transport["timeout"],
-        tool_names=dict(names),
-    )
+    content = json.dumps(body).encode()
+    return WireRequest(ANTHROPIC, model, api_base, dict(headers), content, transport.timeout, dict(names))
 
 
-def _endpoint(transport: dict[str, Any]) -> tuple[str | None, str]:
+def _endpoint(transport: Transport) -> tuple[str | None, str]:
     """The key and URL, looked up where and in the order `litellm.acompletion` looks them up."""
     import os
 
     import litellm
-    from litellm.litellm_core_utils.url_utils import ensure_api_route
-    from litellm.secret_managers.main import get_secret, get_secret_bool
 
-    api_key = transport["api_key"] or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
+    from providers._litellm_internal import ensure_api_route, get_secret, get_secret_bool
+
+    api_key = transport.api_key or litellm.anthropic_key or litellm.api_key or os.environ.get("ANTHROPIC_API_KEY")
     api_base = str(
-        transport["api_base"]
+        transport.api_base
         or litellm.api_base
         or get_secret("ANTHROPIC_API_BASE")
         or get_secret("ANTHROPIC_BASE_URL")
@@ -138,10 +108,7 @@ def _endpoint(transport: dict[str, Any]) -> tuple[str | None, str]:
 
 
 def warm_up() -> None:
-    """Import and fill now what the first request would, so a `gc.freeze()` after this covers it."""
-    from litellm.litellm_core_utils.exception_mapping_utils import exception_type  # noqa: F401
-    from litellm.llms.anthropic.common_utils import anthropic_error_frame_exception  # noqa: F401
-
+    """Fill now what the first request would, so a `gc.freeze()` after this covers it."""
     build_request(
         {
             "model": "anthropic/claude-sonnet-4-5",
@@ -154,41 +121,31 @@ def warm_up() -> None:
     )
 
 
-def stream_events(request: AnthropicRequest, *, max_answer_bytes: int | None = None) -> AsyncIterator[dict[str, Any]]:
-    """Yield each event's data as a dict; every failure is a LiteLLM exception (see `sse_json`).
-
-    The stream's end marker is `message_stop`. An `error` event is mapped by its type
-    (`overloaded_error` is retried, `invalid_request_error` is not).
-    """
-
-    def inband(event: dict[str, Any]) -> Exception | None:
-        return _error_event(request.model, event.get("error")) if event.get("type") == "error" else None
-
-    return json_events(
-        "anthropic",
-        request,
-        inband_error=inband,
-        ends=lambda event: event.get("type") == "message_stop",
-        cut="Anthropic stream ended before message_stop",
-        http_error=_http_error,
-        max_answer_bytes=max_answer_bytes,
-    )
+# -- the stream ----------------------------------------------------------------
 
 
-def _error_event(model: str, error: Any) -> Exception:
-    """The exception LiteLLM raises for an HTTP answer with this error's type and message."""
-    from litellm.llms.anthropic.common_utils import ANTHROPIC_ERROR_STATUS_CODE_MAP, anthropic_error_frame_exception
+def _error_event(event: Event, model: str) -> Exception | None:
+    """An `error` event: the exception LiteLLM raises for an HTTP answer with its type and message
+    (`overloaded_error` is retried, `invalid_request_error` is not)."""
+    if event.get("type") != "error":
+        return None
+    from providers._litellm_internal import ANTHROPIC_ERROR_STATUS_CODE_MAP, anthropic_error_frame_exception
 
+    error = event.get("error")
     error = error if isinstance(error, dict) else {"type": "api_error", "message": str(error)}
     kind = str(error.get("type") or "api_error")
     status = ANTHROPIC_ERROR_STATUS_CODE_MAP.get(kind, 500)
     return anthropic_error_frame_exception(kind, str(error.get("message") or kind), status, model)
 
 
-def _http_error(status: int, text: str, headers: httpx.Headers) -> Exception:
-    from litellm.llms.anthropic.common_utils import AnthropicError
-
-    return AnthropicError(status_code=status, message=text, headers=headers)
+_CUT = "Anthropic stream ended before message_stop"
+ANTHROPIC = Wire(
+    provider="anthropic",
+    ends=lambda event: event.get("type") == "message_stop",
+    inband_error=_error_event,
+    http_error="AnthropicError",
+    cut=_CUT,
+)
 
 
 @dataclass(slots=True)
@@ -210,19 +167,18 @@ class AnthropicReader:
     kept whole and verbatim as one `ProviderBlock` when it closes, in stream order.
     """
 
-    __slots__ = ("_blocks", "_calls", "_names", "finish", "finish_reason", "input_tokens", "model", "output_tokens")
+    __slots__ = ("_blocks", "_calls", "_finish", "_input", "_model", "_names", "_output", "_started")
 
-    def __init__(self, tool_names: dict[str, str] | None = None) -> None:
+    def __init__(self, tool_names: Mapping[str, str] | None = None) -> None:
         self._blocks: dict[int, _Block] = {}
-        self._calls = 0
+        self._calls = CallIndex()
+        self._started = 0  # `tool_use` blocks so far: each one's number is its call's index
         self._names = tool_names or {}
-        self.model: str | None = None
-        self.finish_reason: str | None = None
-        self.finish: FinishReason = "stop"
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self._model: str | None = None
+        self._finish: str | None = None
+        self._input = self._output = 0
 
-    def feed(self, event: dict[str, Any]) -> list[StreamItem]:
+    def feed(self, event: Event) -> list[StreamItem]:
         kind = event.get("type")
         if kind == "content_block_delta":
             return self._delta(event.get("index", 0), event.get("delta") or {})
@@ -232,27 +188,29 @@ class AnthropicReader:
             return self._stop(event.get("index", 0))
         if kind == "message_start":
             message = event.get("message") or {}
-            self.model = message.get("model") or self.model
+            self._model = message.get("model") or self._model
             self._usage(message.get("usage"))
         elif kind == "message_delta":
-            reason = (event.get("delta") or {}).get("stop_reason")
-            if reason:
-                self.finish_reason, self.finish = reason, _FINISH.get(reason, "stop")
+            self._finish = (event.get("delta") or {}).get("stop_reason") or self._finish
             self._usage(event.get("usage"))
         return []  # message_stop, ping, and event types added later carry no content
+
+    def end(self) -> ReadEnd:
+        finish = finish_for(self._finish, "anthropic", has_calls=self._calls.count > 0)
+        return ReadEnd(self._finish, finish, self._model, self._input, self._output)
 
     def _usage(self, usage: dict[str, Any] | None) -> None:
         """`message_start` has the input count, `message_delta` the running output count (and, lately, input again)."""
         if not usage:
             return
         if usage.get("input_tokens") is not None:
-            self.input_tokens = (
+            self._input = (
                 usage["input_tokens"]
                 + (usage.get("cache_creation_input_tokens") or 0)
                 + (usage.get("cache_read_input_tokens") or 0)
             )
         if usage.get("output_tokens") is not None:
-            self.output_tokens = usage["output_tokens"]
+            self._output = usage["output_tokens"]
 
     def _start(self, index: int, block: dict[str, Any]) -> list[StreamItem]:
         kind = block.get("type", "")
@@ -260,10 +218,10 @@ class AnthropicReader:
         if kind == "text":
             return [TextDelta(block["text"])] if block.get("text") else []
         if kind == "tool_use":
-            opened.call, self._calls = self._calls, self._calls + 1
+            opened.call, self._started = self._started, self._started + 1
             name = block.get("name")
             shown = self._names.get(name, name) if name is not None else None  # back to the caller's name
-            return [ToolCallDelta(opened.call, block.get("id"), shown, "")]
+            return [self._fragment(opened.call, block.get("id"), shown, "")]
         if kind == "thinking":
             text, signature = block.get("thinking") or "", block.get("signature") or None
             return [ReasoningDelta(text, signature=signature)] if text or signature else []
@@ -281,7 +239,7 @@ class AnthropicReader:
             if block is None or not part:
                 return []
             block.arguments.append(part)
-            return [ToolCallDelta(block.call, None, None, part)] if block.kind == "tool_use" else []
+            return [self._fragment(block.call, None, None, part)] if block.kind == "tool_use" else []
         if kind == "thinking_delta":
             return [ReasoningDelta(delta["thinking"])] if delta.get("thinking") else []
         if kind == "signature_delta":
@@ -294,17 +252,26 @@ class AnthropicReader:
             return []
         if block.kind == "tool_use":
             # A call without arguments streams an empty (or no) input_json_delta: it is a call with `{}`.
-            return [] if block.arguments else [ToolCallDelta(block.call, None, None, "{}")]
+            return [] if block.arguments else [self._fragment(block.call, None, None, "{}")]
         kept = dict(block.start)
         if block.arguments or block.kind in _SERVER_CALLS:
             kept["input"] = _input(block.arguments, block.start.get("input"))
         return [ProviderBlock(kept)]
+
+    def _fragment(self, number: int, call_id: str | None, name: str | None, arguments: str) -> ToolCallDelta:
+        """A piece of the `number`th `tool_use` block, placed by id (two blocks with one id are a corrupt stream)."""
+        return self._calls.place(ToolCallDelta(number, call_id, name, arguments), number)
 
 
 def _input(fragments: list[str], start: Any) -> Any:
     """A server call's input: the streamed JSON when there was some, else what the start event carried."""
     if not fragments:
         return start if start is not None else {}
+    return streamed_input(fragments)
+
+
+def streamed_input(fragments: list[str]) -> Any:
+    """A kept block's input from its `input_json_delta` fragments (on both of Anthropic's paths)."""
     text = "".join(fragments)
     try:
         return model_json.loads(text)

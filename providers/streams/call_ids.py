@@ -14,8 +14,7 @@ whose arguments read `{}{}`. `CallIndex` gives every call its own stable slot:
   second different name for one call) is a provider error, retried like a cut
   stream, never merged silently.
 
-LiteLLM packs a Gemini `thoughtSignature` into the call id on its path
-(`<id>__thought__<signature>`); `split_signature` gives the provider's id back.
+Every reader (`providers.streams`) places its calls here, so these rules hold on every path.
 """
 
 from __future__ import annotations
@@ -24,21 +23,11 @@ from dataclasses import dataclass
 
 from providers.stream import ToolCallDelta
 
-__all__ = ["CallIndex", "StreamContradiction", "split_signature"]
-
-_THOUGHT_SEPARATOR = "__thought__"  # litellm.litellm_core_utils.prompt_templates.factory.THOUGHT_SIGNATURE_SEPARATOR
+__all__ = ["CallIndex", "StreamContradiction"]
 
 
 class StreamContradiction(Exception):
     """Two fragments of one stream disagree about a tool call: the stream is corrupt (retried)."""
-
-
-def split_signature(call_id: str | None) -> tuple[str | None, str | None]:
-    """`(id, signature)` from an id LiteLLM may have packed a Gemini thought signature into."""
-    if call_id and _THOUGHT_SEPARATOR in call_id:
-        head, signature = call_id.split(_THOUGHT_SEPARATOR, 1)
-        return head, signature or None
-    return call_id, None
 
 
 @dataclass(slots=True)

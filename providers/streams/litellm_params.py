@@ -17,9 +17,12 @@ from __future__ import annotations
 import copy
 import json
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-__all__ = ["editable_copy", "optional_params"]
+from providers.streams.sse_json import Transport, split_transport
+
+__all__ = ["MappedCall", "editable_copy", "mapped_call", "optional_params"]
 
 _SHARED = (str, int, float, bool, type(None))
 _T = TypeVar("_T")
@@ -28,10 +31,32 @@ _SIZE = 512
 _MAPPED: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
 
+@dataclass(frozen=True, slots=True)
+class MappedCall:
+    """`litellm.acompletion`'s arguments as the Anthropic and Gemini request builders take them."""
+
+    model: str  # the provider's model name, without LiteLLM's `family/` prefix
+    messages: list[Any]  # a copy LiteLLM's transforms may edit in place (they do: the system message)
+    transport: Transport
+    optional: dict[str, Any]  # the parameters as LiteLLM maps them for the family, `stream` left out
+
+
+def mapped_call(kwargs: dict[str, Any], family: str) -> MappedCall:
+    """Split and map the arguments as `litellm.acompletion` does before it builds a `family` request."""
+    params = dict(kwargs)
+    model = params.pop("model").removeprefix(f"{family}/")
+    messages = editable_copy(params.pop("messages"))
+    transport = split_transport(params)
+    optional = optional_params(model, family, messages, params)
+    optional.pop("stream", None)
+    return MappedCall(model, messages, transport, optional)
+
+
 def optional_params(model: str, provider: str, messages: list[Any], params: dict[str, Any]) -> dict[str, Any]:
     """`get_optional_params(model=..., custom_llm_provider=..., messages=..., **params)`, memoized."""
     import litellm
-    from litellm.utils import get_optional_params
+
+    from providers._litellm_internal import get_optional_params
 
     # LiteLLM's global switches change the answer, so they are part of the key.
     key = json.dumps([model, provider, litellm.drop_params, params], sort_keys=True, default=repr)
