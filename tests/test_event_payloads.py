@@ -7,6 +7,8 @@ kept equal here, field by field."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import types
 import typing
 from pathlib import Path
@@ -73,7 +75,7 @@ def test_a_payloads_typed_dict_has_its_models_fields(event_type: str) -> None:
             assert _literal_values(hints[field.alias or name]) == _literal_values(field.annotation), (payload, name)
 
 
-SNIPPET = '''\
+SNIPPET = """\
 from orchestrator.core.event_payloads import Publish
 from orchestrator.storage.events import EventBus
 
@@ -89,23 +91,26 @@ def publish_all(bus: EventBus, publish: Publish) -> None:
     publish("turn_started", {"side": "a", "turn": 1, "extra": True})  # wrong: no such field
     publish("execution_failed", {"code": "oops", "error": "busy"})  # wrong: neither failure
     bus.publish("thr", "execution_stopped", {"flow_id": "f"})  # wrong: a built-in name skips the check
-'''
+"""
 
 
 def test_mypy_refuses_a_wrong_payload_where_it_is_published(tmp_path: Path) -> None:
-    from mypy import api
-
     snippet = tmp_path / "publishers.py"
     snippet.write_text(SNIPPET)
     # The modules the types come from, checked with the snippet; what they import is skipped (Any), so
-    # this takes two seconds, not the whole project's check.
+    # this takes two seconds, not the whole project's check. In a process of its own: mypy retunes and
+    # freezes the collector of the process it runs in.
     modules = ["orchestrator/core/event_payloads.py", "orchestrator/core/messages.py", "providers/stream.py"]
     modules.append("orchestrator/storage/events.py")
-    out, err, _ = api.run(
-        ["--strict", "--follow-imports=skip", "--cache-dir", str(tmp_path / "cache"), "--hide-error-context"]
-        + [str(snippet), *(str(ROOT / m) for m in modules)]
+    options = ["--strict", "--follow-imports=skip", "--cache-dir", str(tmp_path / "cache"), "--hide-error-context"]
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", *options, str(snippet), *(str(ROOT / m) for m in modules)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
-    errors = {int(m.group(1)) for m in re.finditer(rf"^{re.escape(str(snippet))}:(\d+): error", out, re.MULTILINE)}
+    errors = {int(m.group(1)) for m in re.finditer(rf"^{re.escape(str(snippet))}:(\d+): error", done.stdout, re.M)}
     wrong = {n for n, line in enumerate(SNIPPET.splitlines(), start=1) if "# wrong" in line}
-    assert not err
-    assert errors == wrong, out
+    assert done.returncode == 1 and not done.stderr, done.stderr
+    assert errors == wrong, done.stdout

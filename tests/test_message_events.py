@@ -149,6 +149,18 @@ class _Gate:
         return stored
 
 
+async def _commit(bus: EventBus, storage: Storage, write: StepWrite) -> list[Message]:
+    """What `Services.store_messages` does around its write."""
+    bus.prepare(write, "message_created")
+    try:
+        stored = await storage.commit(write)
+    except BaseException as exc:
+        bus.not_stored(write, exc)
+        raise
+    bus.stored(write, stored)
+    return stored
+
+
 async def _watch(bus: EventBus, thread_id: str, until: str, seen: list[Event]) -> None:
     async for event in bus.subscribe(thread_id):
         seen.append(event)
@@ -171,9 +183,7 @@ async def test_what_is_published_while_a_message_is_stored_goes_out_after_its_ev
         storage.commit = gate  # type: ignore[method-assign]
         bus.publish(thread.id, EmittedEventName("before"), {"n": 1}, defer=True)
         message = Message(thread_id=thread.id, role="user", content="hello")
-        writing = asyncio.create_task(
-            bus.commit(StepWrite(thread_id=thread.id, new_messages=[message]), "message_created")
-        )
+        writing = asyncio.create_task(_commit(bus, storage, StepWrite(thread_id=thread.id, new_messages=[message])))
         await gate.waiting.wait()
         bus.publish(thread.id, EmittedEventName("during"), {"n": 2})  # numbered after the message's event
         await asyncio.sleep(0.01)
@@ -214,7 +224,7 @@ async def test_a_messages_event_is_redacted_like_any_other(tmp_path: Path) -> No
         bus = EventBus(storage, scopes)
         await bus.attach(thread.id, new=True)
         message = Message(thread_id=thread.id, role="assistant", content="the key is sk-secret-123456")
-        [stored] = await bus.commit(StepWrite(thread_id=thread.id, new_messages=[message]), "message_created")
+        [stored] = await _commit(bus, storage, StepWrite(thread_id=thread.id, new_messages=[message]))
         [event] = await storage.events_after(thread.id, 0)
         assert stored.content == "the key is sk-secret-123456"  # the message keeps what the model said
         assert event.data["content"] == "the key is ***" and event.data["seq"] == stored.seq

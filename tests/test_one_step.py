@@ -45,9 +45,7 @@ def _defs(hooks: dict[str, Any] | None = None) -> Any:
 
 IMAGES = {
     "providers": {"scripted": {"type": "scripted"}},
-    "models": {
-        "demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}, "supports_images": True}
-    },
+    "models": {"demo": {"provider": "scripted", "model": "demo", "retry": {"attempts": 1}, "supports_images": True}},
     "default_model": "demo",
 }
 

@@ -72,7 +72,13 @@ class Services:
         execution = state.execution
         lease = execution.lease_token if execution else None
         write = StepWrite(thread_id=messages[0].thread_id, new_messages=messages, thread=thread, lease_token=lease)
-        stored = await self.bus.commit(write, event)
+        self.bus.prepare(write, event)  # the bus's steps around our own await: one coroutine fewer held
+        try:
+            stored = await self.storage.commit(write)
+        except BaseException as exc:
+            self.bus.not_stored(write, exc)
+            raise
+        self.bus.stored(write, stored)
         for message in stored:
             if execution is not None:
                 execution.message_history.append(message)
@@ -81,4 +87,11 @@ class Services:
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
         """The thread's row (status, snapshot, usage), with the events pending for it."""
-        await self.bus.commit(StepWrite(thread_id=thread.id, thread=thread, lease_token=lease_token))
+        write = StepWrite(thread_id=thread.id, thread=thread, lease_token=lease_token)
+        self.bus.prepare(write)
+        try:
+            await self.storage.commit(write)
+        except BaseException as exc:
+            self.bus.not_stored(write, exc)
+            raise
+        self.bus.stored(write, [])

@@ -15,7 +15,7 @@ lease decides which).
 
 Events go live when they are published, before the step that stores them
 commits (clients see progress at once). A message's event is numbered before
-the write that stores the message and is stored by it (`commit`): it goes
+the write that stores the message and is stored by it (`prepare`): it goes
 live when that write returns, and what was published meanwhile after it, so
 the stream keeps the log's order. The other exception is an event that says
 an execution began or is over (`SETTLING_EVENTS`): clients act on it (show
@@ -349,28 +349,32 @@ class EventBus:
             self._broker.publish(event)
 
     # -- a caller's write: its pending events, its messages' events --------------
-    async def commit(self, write: StepWrite, announce: MessageEventName | None = None) -> list[Message]:
-        """Store `write` with the thread's pending events and, with `announce`, one such event per new
-        message: numbered now, stored by the same transaction as its message (`MessageEvents`), so a
-        message is never stored without its event, nor its event without it. What is published while
-        the write runs is held until it returns, so the stream keeps the log's order. A write that fails
-        hands its pending events back (`unwritten`) and leaves its messages' numbers unused."""
-        thread_id = write.thread_id
-        write.events = self.take_pending(thread_id, lease=write.lease_token)
+    # `prepare`, then the caller's own `await storage.commit(write)`, then `stored` or `not_stored`:
+    # the caller awaits storage itself (`Services.store_messages`), so a write waiting in the SQLite
+    # thread's queue holds no coroutine of the bus's.
+    def prepare(self, write: StepWrite, announce: MessageEventName | None = None) -> None:
+        """Give `write` the thread's pending events and, with `announce`, one such event per new message:
+        numbered now and stored by the same transaction as its message (`MessageEvents`), so a message is
+        never stored without its event, nor its event without it. What is published until the write
+        returns waits behind them, so the stream keeps the log's order."""
+        write.events = self.take_pending(write.thread_id, lease=write.lease_token)
         if announce is not None and write.new_messages:
-            write.message_events = self._announce(thread_id, announce, write.new_messages, write.lease_token)
-        try:
-            stored = await self._storage.commit(write)
-        except Exception as exc:
-            self.unwritten(thread_id, write.events, exc)
-            self._settle_announced(thread_id, write.message_events, None)
-            raise
-        except BaseException:  # cancelled: the write may have gone through
-            self._settle_announced(thread_id, write.message_events, None, uncertain=True)
-            raise
-        self._settle_announced(thread_id, write.message_events, stored)
-        self.committed(thread_id, write.events)
-        return stored
+            write.message_events = self._announce(write.thread_id, announce, write.new_messages, write.lease_token)
+
+    def stored(self, write: StepWrite, messages: list[Message]) -> None:
+        """`write` (`prepare`d) is stored, its new `messages` as storage returned them: their events go live."""
+        self._settle_announced(write.thread_id, write.message_events, messages)
+        self.committed(write.thread_id, write.events)
+
+    def not_stored(self, write: StepWrite, error: BaseException) -> None:
+        """`write` (`prepare`d) failed: its pending events are handed back (`unwritten`), its messages'
+        events dropped, their numbers left unused. Cancelled, it may have gone through: the next flush
+        looks its messages' events up."""
+        if isinstance(error, Exception):
+            self.unwritten(write.thread_id, write.events, error)
+            self._settle_announced(write.thread_id, write.message_events, None)
+        else:
+            self._settle_announced(write.thread_id, write.message_events, None, uncertain=True)
 
     def _announce(
         self, thread_id: str, type_: MessageEventName, messages: list[Message], lease: int | None
