@@ -372,9 +372,9 @@ class _Execution:
             await self._fire_started(call, toolset, side, depth, fired)
         return end, assembler
 
-    def _client_event(self, kind: str, data: dict[str, Any]) -> None:
+    def _client_event(self, kind: str, data: Mapping[str, Any]) -> None:
         """The model client's own events (a fallback to the next model), typed here: the client's seam
-        gives a name and a dict. A kind this runtime does not know is published as it came, checked only
+        gives a name and a mapping. A kind this runtime does not know is published as it came, checked only
         at run time."""
         if kind == "model_fallback":
             self.publish("model_fallback", {"from": data["from"], "to": data["to"], "error": data["error"]})

@@ -103,7 +103,7 @@ class _Channel:
         self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
         self.writing: set[int] = set()  # seqs the bus itself is writing now
         self.committed: set[int] = set()  # held settling seqs a caller's commit is known to have stored
-        # messages' events (`commit`): numbered, held until their write returns: seqs of writes under way,
+        # messages' events (`prepare`): numbered, held until their write returns: seqs of writes under way,
         # of writes cancelled (stored or not: the next flush looks), and the stored ones' payloads
         self.announcing: set[int] = set()
         self.uncertain: set[int] = set()
