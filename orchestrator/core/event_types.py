@@ -16,9 +16,11 @@ serves (`GET /schema/events`) and docs/server.md is checked against.
 
 The emission sites pass plain dicts, not these models: `text_delta` is
 published once per streamed chunk and building a model there would cost time
-in the executor's hot loop. Instead the bus checks each payload against its
-model when `ORCHESTRATOR_CHECK_EVENTS=1` (the test suite sets it), so a
-wrong shape fails the test that produced it (see `check_payload`).
+in the executor's hot loop. Those dicts are typed (`event_payloads.py`: a
+TypedDict per event, and a publisher overloaded on the event's name), so mypy
+refuses a wrong shape where it is written; the bus also checks each payload
+against its model here when `ORCHESTRATOR_CHECK_EVENTS=1` (the test suite sets
+it), for what mypy cannot see (see `check_payload`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter, field_validator
 
+from orchestrator.core.event_payloads import TurnEndReason
 from orchestrator.core.messages import Event, Message, SideName, StoppedBy
 from providers.stream import FinishReason
 
@@ -116,9 +119,6 @@ class ExecutionStartedData(_Data):
 class TurnStartedData(_Data):
     side: SideName
     turn: int = Field(description="The thread's turn number, from 1")
-
-
-TurnEndReason = Literal["stopped", "end_conversation", "stop_tool", "forced", "response", "max_steps"]
 
 
 class TurnEndedData(_Data):

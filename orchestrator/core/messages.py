@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from orchestrator.core.results import AttachmentRef
 from providers.stream import FinishReason
@@ -74,6 +74,7 @@ class MessagesResult(BaseModel):
 
 
 ThreadStatus = Literal["idle", "running", "completed", "stopped", "failed"]
+_ENDS_EXECUTION = frozenset({"end_conversation", "stopped"})  # turn end reasons that end the execution too
 
 
 class ExecutionSnapshot(BaseModel):
@@ -90,6 +91,61 @@ class ExecutionSnapshot(BaseModel):
     stopped: bool = False
     stopped_by: StoppedBy | None = None
     reason: str | None = None
+
+    # The transitions: every change of an execution's state is one of these, so each rule (what a
+    # turn's end resets, who counts a nested step, that the first end wins) is written once.
+    @classmethod
+    def following(cls, previous: ExecutionSnapshot | None, flow_id: str) -> ExecutionSnapshot:
+        """A new execution's state: session turns carry over from the one before."""
+        return cls(flow_id=flow_id, turn_count=previous.turn_count if previous is not None else 0)
+
+    def resumed(self) -> ExecutionSnapshot:
+        """The state of a crashed execution taken up again: what it counted stays, it is no longer ended."""
+        return self.model_copy(update={"stopped": False, "stopped_by": None, "reason": None})
+
+    def end(self, by: StoppedBy, reason: str) -> None:
+        """End the execution; the first end is the one kept (a stop said before a side's end wins)."""
+        if not self.stopped:
+            self.stopped, self.stopped_by, self.reason = True, by, reason
+
+    def force_side(self, side: SideName) -> None:
+        """`side` takes the next turn, after the current step."""
+        self.forced_side = side
+
+    def take_forced_side(self) -> None:
+        """A side forced while the thread rested takes the first turn."""
+        if self.forced_side is not None:
+            self.current_side, self.forced_side = self.forced_side, None
+
+    def count_step(self, side: SideName, *, nested: bool) -> None:
+        """A step counts in `step_count` and its side's counter, also a nested one (a prompt called as
+        a tool by that side), so step_count == side a + side b; only the side's own steps count toward
+        its turn's `max_steps`."""
+        self.step_count += 1
+        if not nested:
+            self.turn_step_count += 1
+        if side == "a":
+            self.side_a_step_count += 1
+        else:
+            self.side_b_step_count += 1
+
+    def advance_turn(self, ended: SideName, reason: str) -> None:
+        """`ended`'s turn is over and counted. Ended by the conversation's end or a stop, so is the
+        execution; else the next turn is the forced side's, or the other side's, from its first step."""
+        self.turn_count += 1
+        if reason in _ENDS_EXECUTION:
+            self.end(ended, reason)
+            return
+        self.current_side = self.forced_side or ("b" if ended == "a" else "a")
+        self.forced_side = None
+        self.turn_step_count = 0
+
+    def person_spoke(self) -> None:
+        """The person's message is their turn (side b of an ai_human agent); side a answers unless a
+        side was forced. A side a turn it interrupts (a resumed one) keeps the steps it took."""
+        self.turn_count += 1
+        self.current_side = self.forced_side or "a"
+        self.forced_side = None
 
 
 class Usage(BaseModel):
@@ -194,3 +250,37 @@ class EncodedEvents(Sequence[Event]):
     def _decoded(self, entry: tuple[int, str, float, bytes]) -> Event:
         seq, type_, at, data = entry
         return event_of(self.thread_id, seq, type_, at, from_json(data))
+
+
+class MessageEvents:
+    """The events that announce a write's new messages, numbered before the write and stored by it.
+
+    A message's event carries the message, `seq` included, and storage gives a message its `seq` inside
+    the transaction (`MAX(seq) + 1`: writers outside the lease exist). So each payload waits here as the
+    message's JSON (redacted as the bus redacts) without its `seq`, and storage writes the event's row
+    with the seq it gave the message (`rows`). A message and its event are stored together or not at
+    all: nothing is left for a resume to publish again."""
+
+    __slots__ = ("entries", "thread_id")
+
+    def __init__(self, thread_id: str, entries: list[tuple[int, str, float, bytes]]) -> None:
+        self.thread_id = thread_id
+        self.entries = entries  # (event seq, type, at, the message's JSON without its seq): one per new message
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @staticmethod
+    def body(message: Mapping[str, Any]) -> bytes:
+        """A message's JSON form (`model_dump(mode="json")`, redacted) as it waits for its seq."""
+        return to_json({k: v for k, v in message.items() if k != "seq"})
+
+    def rows(self, stored: Sequence[Message]) -> list[tuple[int, str, float, bytes]]:
+        """The events as the log keeps them, `(seq, type, at, data as JSON)`, for the new messages as
+        storage stored them. The seq goes first in each payload: a message's JSON always has an `id`."""
+        if len(stored) != len(self.entries):
+            raise ValueError(f"MessageEvents: {len(self.entries)} events for {len(stored)} new messages")
+        return [
+            (seq, type_, at, b'{"seq":%d,%b' % (message.seq, body[1:]))
+            for (seq, type_, at, body), message in zip(self.entries, stored, strict=True)
+        ]

@@ -174,7 +174,7 @@ def _execution_attrs(run: Any, person_message: str | None = None) -> dict[str, A
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": run.agent.name,
         "gen_ai.conversation.id": run.thread.id,
-        "orchestrator.flow_id": run.snap.flow_id,
+        "orchestrator.flow_id": run.snapshot.flow_id,
         "orchestrator.agent.type": run.agent.type,
     }
 
@@ -193,7 +193,7 @@ execution = _traced(lambda run, *a, **k: f"invoke_agent {run.agent.name}", _exec
 
 turn = _traced(
     lambda run, side, *a, **k: f"turn {side}",
-    lambda run, side, *a, **k: {"orchestrator.side": side, "orchestrator.turn": run.snap.turn_count + 1},
+    lambda run, side, *a, **k: {"orchestrator.side": side, "orchestrator.turn": run.snapshot.turn_count + 1},
     lambda reason, *a, **k: {"orchestrator.turn.end": reason},
 )
 

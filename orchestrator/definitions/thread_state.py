@@ -101,7 +101,7 @@ class ExecutionState:
         """Give the next turn to `side`, effective after the current step."""
         if side not in ("a", "b"):
             raise ValueError(f"force_turn: side must be 'a' or 'b', got {side!r}")
-        self.snapshot.forced_side = side
+        self.snapshot.force_side(side)
 
     def stop(self, reason: str = "stopped", *, by: StoppedBy | None = None) -> None:
         """End the execution now: cancels the in-flight request and running tools.
@@ -109,10 +109,7 @@ class ExecutionState:
         `by` says who stopped it: "caller" for a stop from outside the loop
         (Thread.stop, the HTTP API); by default the side whose turn it is, as
         when one of its tools stops the execution."""
-        if not self.snapshot.stopped:
-            self.snapshot.stopped = True
-            self.snapshot.stopped_by = by or self.snapshot.current_side
-            self.snapshot.reason = reason
+        self.snapshot.end(by or self.snapshot.current_side, reason)
         self.abort_signal.abort(reason)
 
 

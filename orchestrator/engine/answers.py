@@ -20,20 +20,37 @@ family that made it, so it is sent back to that family only (`views.side_view`).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from orchestrator.core.event_payloads import AnswerEndName, AnswerEndPayload, Publish
 from orchestrator.core.messages import Message, SideName
 from orchestrator.engine.streaming import StreamAssembler
 from providers.stream import StreamEnd
 
-__all__ = ["answer_message", "provider_family", "with_unique_call_ids"]
+__all__ = ["AnswerEnding", "answer_message", "provider_family", "with_unique_call_ids"]
 
-_EVENTS = {
+_EVENTS: dict[str, AnswerEndName | Literal["model_refused"]] = {
     "length": "model_truncated",
     "refusal": "model_refused",
     "content_filter": "model_content_filtered",
     "error": "model_finish_error",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerEnding:
+    """How an answer ended when it did not simply stop, as its event says it."""
+
+    kind: AnswerEndName | Literal["model_refused"]
+    data: AnswerEndPayload
+    refusal: str | None = None
+
+    def announce(self, publish: Publish) -> None:
+        if self.kind == "model_refused":
+            publish("model_refused", {**self.data, "refusal": self.refusal})
+        else:
+            publish(self.kind, self.data)
 
 
 def provider_family(model: str) -> str:
@@ -51,8 +68,8 @@ def answer_message(
     flow_id: str,
     model: str,
     provider_tools: Any,
-) -> tuple[Message, list[tuple[str, dict[str, Any]]]]:
-    """The assistant message to store, and the events (kind, data) its ending calls for."""
+) -> tuple[Message, AnswerEnding | None]:
+    """The assistant message to store, and how it ended when its ending calls for an event."""
     finish = end.finish if end is not None else None
     calls = [
         c.model_copy(update={"provider_executed": c.name in provider_tools or c.id.startswith("srvtoolu_")})
@@ -79,24 +96,21 @@ def answer_message(
         flow_id=flow_id,
         metadata=metadata,
     )
-    events: list[tuple[str, dict[str, Any]]] = []
     kind = _EVENTS.get(finish or "")
     if kind is None and message.refusal:
         kind = "model_refused"  # a refusal with a plain stop (some servers)
-    if kind is not None:
-        data: dict[str, Any] = {
-            "side": side,
-            "depth": depth,
-            "message_id": message.id,
-            "finish": finish,
-            "finish_reason": end.finish_reason if end is not None else None,
-        }
-        if kind == "model_refused":
-            data["refusal"] = message.refusal
-        if dropped:
-            data["dropped_tool_calls"] = [c.name for c in dropped]
-        events.append((kind, data))
-    return message, events
+    if kind is None:
+        return message, None
+    data: AnswerEndPayload = {
+        "side": side,
+        "depth": depth,
+        "message_id": message.id,
+        "finish": finish,
+        "finish_reason": end.finish_reason if end is not None else None,
+    }
+    if dropped:
+        data["dropped_tool_calls"] = [c.name for c in dropped]
+    return message, AnswerEnding(kind, data, message.refusal)
 
 
 def with_unique_call_ids(message: Message, history: list[Message]) -> Message:

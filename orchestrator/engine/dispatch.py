@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import functools
 import json
 import traceback
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.core import tracing
+from orchestrator.core.event_payloads import InvokedCallPayload
 from orchestrator.core.messages import Message, SideName, ToolCall, new_id
 from orchestrator.core.mime import mime_problem
 from orchestrator.core.results import AttachmentRef, ToolAttachment, ToolResult
@@ -254,22 +254,21 @@ class Dispatcher:
         (under the calling tool's id) so the page and the CLI show the nested call."""
         parent.invocations += 1  # ids derive from the caller's: the same on a run again after resume
         call_id = f"{parent.call_id}_invoked_{parent.invocations}"
-        where = {
+        where: InvokedCallPayload = {
             "id": call_id,
             "parent_id": parent.call_id,
             "name": name,
             "side": self._step.side,
             "depth": self._step.depth,
         }
-        bus, thread_id = self._services.bus, self._step.state.thread_id
         execution = self._step.state.execution
-        publish = functools.partial(bus.publish, thread_id, lease=execution.lease_token if execution else None)
+        lease = execution.lease_token if execution else None
+        publish = self._services.bus.publisher(self._step.state.thread_id, lease=lease)
         publish("tool_invoked", {**where, "arguments": args})
         try:
             result = _as_text(name, await self._invoke_now(call_id, name, args, parent))
         except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
-            failed = {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"}
-            publish("tool_invoked_result", failed)
+            publish("tool_invoked_result", {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"})
             raise
         content = result.result if result.status == "success" else result.error
         publish("tool_invoked_result", {**where, "tool_status": result.status, "content": content or ""})

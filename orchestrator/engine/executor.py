@@ -1,14 +1,17 @@
 """The two-sided loop: an execution is turns, a turn is steps, a step is one
 model request and the tool calls it asked for.
 
-Read top to bottom: `execute` takes the thread's lease and runs `_Execution.go`,
+Read top to bottom: `execute` takes the thread's lease and runs `_Execution.run`,
 which alternates sides' turns until something ends the execution; `turn` runs
-one side's steps until its turn ends; `step` streams one model response,
-stores it in one transaction and dispatches its tool calls.
+one side's steps until its turn ends; `step` is one `answer` (a model request,
+streamed, stored in one transaction) and the tool calls it asked for.
 
-`toolset`, `stream`, `count_step` and `dispatch` are the public face a prompt
-called as a tool runs its nested loop through (`nested.NestedHost`); the rest
-of `_Execution` is the loop's own.
+`answer` is the one place a model request is made: a prompt called as a tool
+takes its nested loop's steps through it too, so both see the same hooks,
+attachments, events, counters and log. `toolset`, `answer` and `dispatch` are
+the public face that nested loop runs through (`nested.NestedHost`); the rest
+of `_Execution` is the loop's own. The execution's state changes only through
+the snapshot's transitions (`ExecutionSnapshot.end`, `advance_turn`, ...).
 """
 
 from __future__ import annotations
@@ -16,16 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import structlog
 
 from orchestrator.core import tracing
+from orchestrator.core.event_payloads import DeltaName, TurnEndReason
 from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult
 from orchestrator.core.messages import (
-    Event,
     ExecutionSnapshot,
     Message,
     SideName,
@@ -41,12 +44,13 @@ from orchestrator.engine import gc_policy
 from orchestrator.engine.answers import answer_message, provider_family, with_unique_call_ids
 from orchestrator.engine.dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from orchestrator.engine.hooks import ToolCallStart
+from orchestrator.engine.resume import logged_turn_events, resumed_step
 from orchestrator.engine.state import ThreadState
 from orchestrator.engine.streaming import CallStarted, StreamAssembler
 from orchestrator.engine.toolset import Toolset, build_toolset
 from orchestrator.engine.views import render_prompt, side_view
 from orchestrator.storage.base import StaleLeaseError
-from providers.request import ChatMessage, RequestExtras
+from providers.request import ChatMessage, FallbackEvent, RequestExtras
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
 if TYPE_CHECKING:
@@ -54,7 +58,6 @@ if TYPE_CHECKING:
     from orchestrator.engine.services import Services
 
 _log = structlog.get_logger("orchestrator.engine.executor")
-_MESSAGE_EVENTS = ("message_created", "tool_result")
 
 __all__ = ["Executed", "ExecutionFailed", "ExecutionResult", "execute"]  # the results are re-exported from here
 
@@ -62,27 +65,6 @@ __all__ = ["Executed", "ExecutionFailed", "ExecutionResult", "execute"]  # the r
 @dataclass
 class _Outcome:
     called: set[str]
-
-
-def _turn_events(events: list[Event], flow_id: str) -> frozenset[tuple[str, int]]:
-    """The flow's logged `turn_started` and `turn_ended` events, by turn number (`turn_ended` takes
-    the number of the `turn_started` before it)."""
-    found: set[tuple[str, int]] = set()
-    in_flow, turn = False, 0
-    for e in events:
-        data = e.data if isinstance(e.data, dict) else {}
-        if e.type == "execution_started":
-            in_flow = data.get("flow_id") == flow_id
-        elif in_flow and e.type == "turn_started":
-            turn = int(data.get("turn", 0))
-            found.add(("turn_started", turn))
-        elif in_flow and e.type == "turn_ended":
-            found.add(("turn_ended", turn))
-    return frozenset(found)
-
-
-def _other(side: SideName) -> SideName:
-    return "b" if side == "a" else "a"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,15 +102,15 @@ async def execute(
             last_event = await services.storage.last_event_seq(thread.id)
         await services.bus.attach(thread.id, stored=last_event)  # another process may have run it since
         thread = start.thread
-        snapshot = _snapshot_for(thread)
-        execution = ExecutionState(snapshot, start.history)
+        execution = ExecutionState(_snapshot_for(thread), start.history)
         execution.lease_token = token
         del start  # not held for the execution's length: its history is the execution's now
         keeper.on_lost(execution.lose_lease)
         state = ThreadState(services, thread, agent, execution=execution)
         if on_start is not None:
             on_start(state, thread)
-        result: ExecutionResult = await _Execution(services, thread, agent, state, execution).go(person_message)
+        run = _Execution(services, thread, agent, state, execution, log_end=last_event)
+        result: ExecutionResult = await run.run(person_message)
         return Executed(result, thread)
     finally:
         if held:  # first, before anything here can be cancelled
@@ -145,11 +127,8 @@ async def execute(
 def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
     previous = thread.execution
     if thread.status == "running" and previous is not None:  # a crashed execution: resume it
-        return previous.model_copy(update={"stopped": False, "stopped_by": None, "reason": None})
-    snapshot = ExecutionSnapshot(flow_id=new_id("flow"))
-    if previous is not None:  # session turns carry over between executions
-        snapshot.turn_count = previous.turn_count
-    return snapshot
+        return previous.resumed()
+    return ExecutionSnapshot.following(previous, new_id("flow"))
 
 
 class _Execution:
@@ -163,27 +142,32 @@ class _Execution:
         agent: AgentDefinition,
         state: ThreadState,
         execution: ExecutionState,
+        *,
+        log_end: int,
     ) -> None:
         self.services = services
         self.thread = thread
         self.agent = agent
         self.state = state
         self.execution = execution
-        self.snap = execution.snapshot
+        self.snapshot = execution.snapshot
+        self.publish = services.bus.publisher(thread.id, defer=True, lease=execution.lease_token)
         self.first_seq = max((m.seq for m in execution.message_history), default=0)
+        self.log_end = log_end  # the event log's last seq as the execution began: a resume reads its tail
 
     # -- execution: turns until something ends it ---------------------------
     @tracing.execution
-    async def go(self, person_message: str | None) -> ExecutionResult:
+    async def run(self, person_message: str | None) -> ExecutionResult:
         resuming = self.thread.status == "running"
-        self._publish("execution_started", {"flow_id": self.snap.flow_id, "resumed": resuming})
+        self.publish("execution_started", {"flow_id": self.snapshot.flow_id, "resumed": resuming})
         if resuming or person_message is None:
             await self._save(status="running")
-        if not resuming and person_message is None and self.snap.forced_side is not None:
-            self.snap.current_side, self.snap.forced_side = self.snap.forced_side, None  # forced before it started
+        if not resuming and person_message is None:
+            self.snapshot.take_forced_side()  # forced before it started
         try:
             if resuming:
-                await self._republish_missing()
+                storage = self.services.storage
+                self.announced = await logged_turn_events(storage, self.thread.id, self.snapshot, self.log_end)
             pending = await self._resume_pending() if resuming else None
             if person_message is not None:
                 await self._person_turn(person_message, save_thread=not resuming)
@@ -204,94 +188,112 @@ class _Execution:
         a forced side, which is stored before its turn."""
         max_turns = self.agent.max_session_turns or self.services.settings.default_max_session_turns
         forced = False
-        while not self.snap.stopped and not self.execution.abort_signal.aborted:
-            if self.snap.turn_count >= max_turns:
-                self._end(self.snap.current_side, "max_session_turns")
+        while not self.snapshot.stopped and not self.execution.abort_signal.aborted:
+            if self.snapshot.turn_count >= max_turns:
+                self.snapshot.end(self.snapshot.current_side, "max_session_turns")
                 break
-            side = self.snap.current_side
+            side = self.snapshot.current_side
             if self.agent.type == "ai_human" and side == "b":
                 break  # the person's turn: the thread rests until their next message
             if forced:  # a forced side is stored before its turn: a resume could not derive it
                 await self._save()
             reason = await self.turn(side, resumed=pending)
             pending = None
-            self.snap.turn_count += 1
-            if reason in ("end_conversation", "stopped"):
-                self._end(side, reason)
-                break
-            forced = self.snap.forced_side is not None
-            self.snap.current_side = self.snap.forced_side or _other(side)
-            self.snap.forced_side = None
-            self.snap.turn_step_count = 0
+            forced = self.snapshot.forced_side is not None
+            self.snapshot.advance_turn(side, reason)  # a conversation's end or a stop ends the execution here
 
     async def _person_turn(self, text: str, *, save_thread: bool) -> None:
         """The person's message; with `save_thread`, in the same commit as the thread's switch to running."""
-        message = Message(thread_id=self.thread.id, side="b", role="user", content=text, flow_id=self.snap.flow_id)
+        message = Message(thread_id=self.thread.id, side="b", role="user", content=text, flow_id=self.snapshot.flow_id)
         thread = None
         if save_thread:
-            self.thread.status, self.thread.execution, self.thread.updated_at = "running", self.snap, time.time()
+            self.thread.status, self.thread.execution, self.thread.updated_at = "running", self.snapshot, time.time()
             thread = self.thread
         await self.services.store_messages(self.state, [message], thread=thread)  # one coroutine fewer held
-        self.snap.turn_count += 1
-        self.snap.current_side = self.snap.forced_side or "a"
-        self.snap.forced_side = None
+        self.snapshot.person_spoke()
 
     # -- turn: one side's steps -------------------------------------------
     @tracing.turn
-    async def turn(self, side: SideName, resumed: _Outcome | None = None) -> str:
+    async def turn(self, side: SideName, resumed: _Outcome | None = None) -> TurnEndReason:
         side_def = self._side(side)
         prompt = self.services.definitions.prompts[side_def.prompt]
-        self.snap.current_side = side
         self.execution.prompt_path = [prompt.name or side_def.prompt]
         max_steps = side_def.max_steps or self.services.settings.default_max_steps
-        number = self.snap.turn_count + 1
+        number = self.snapshot.turn_count + 1
         if resumed is None and ("turn_started", number) not in self.announced:
-            self._publish("turn_started", {"side": side, "turn": number})
+            self.publish("turn_started", {"side": side, "turn": number})
         outcome = resumed
         while True:
             if outcome is not None:
                 reason = self._turn_end(side_def, outcome, max_steps)
                 if reason is not None:
                     if ("turn_ended", number) not in self.announced:
-                        self._publish("turn_ended", {"side": side, "reason": reason})
+                        self.publish("turn_ended", {"side": side, "reason": reason})
                     return reason
             outcome = await self.step(side, prompt)
 
-    def _turn_end(self, side_def: Side, outcome: _Outcome, max_steps: int) -> str | None:
+    def _turn_end(self, side_def: Side, outcome: _Outcome, max_steps: int) -> TurnEndReason | None:
         if self.execution.abort_signal.aborted:
             return "stopped"
         if side_def.end_conversation_tool and side_def.end_conversation_tool in outcome.called:
             return "end_conversation"
         if side_def.stop_tool and side_def.stop_tool in outcome.called:
             return "stop_tool"
-        if self.snap.forced_side is not None:
+        if self.snapshot.forced_side is not None:
             return "forced"
         if not outcome.called and side_def.stop_on_response:
             return "response"
-        if self.snap.turn_step_count >= max_steps:
+        if self.snapshot.turn_step_count >= max_steps:
             return "max_steps"
         return None
 
-    # -- step: one model response and its tool calls ------------------------
+    # -- step: one model answer and its tool calls ----------------------------
     async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
-        info, toolset = await self.toolset(prompt)
-        history = list(self.execution.message_history)  # one snapshot per request
-        system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments})
-        attachments = await self._image_data(history) if info.supports_images else {}
-        family = provider_family(info.model)
-        messages = side_view(
-            side, history, system, image_input=info.supports_images, attachment_data=attachments, family=family
-        )
-        messages = await self.services.hooks.transform("prefilter_llm_history", self.state, messages)
-        started = time.perf_counter()
-        self._publish("step_started", {"side": side, "step": self.snap.step_count + 1, "model": info.alias})
-        assistant, end = await self.stream(side, prompt, info, toolset, messages, depth=0)
-        self.count_step(side, end)
-        self.thread.execution = self.snap
-        await self.services.store_messages(self.state, [assistant], thread=self.thread)
-        self._log_step(side, info, end, started)
+        assistant = await self.answer(side, prompt, self.state, self.execution.message_history)
+        _, toolset = await self.toolset(prompt)
         await self.dispatch(side, toolset, assistant.tool_calls or [], depth=0)
         return _Outcome(called={c.name for c in assistant.tool_calls or []})
+
+    async def answer(
+        self,
+        side: SideName,
+        prompt: PromptDefinition,
+        state: ThreadState,
+        history: list[Message],
+        *,
+        depth: int = 0,
+        arguments: Mapping[str, Any] | None = None,
+        parent_call: str | None = None,
+    ) -> Message:
+        """One model request for `side` and its answer, stored with the execution's counters; for a side's
+        turn and for a prompt called as a tool (`depth` > 0, its messages marked with `parent_call`) alike.
+        The request is what `side` sees of `history` (one snapshot, the images it shows attached) as the
+        `prefilter_llm_history` hook leaves it; `step_started` announces it and the step is logged."""
+        info, toolset = await self.toolset(prompt)
+        history = list(history)  # one snapshot per request
+        system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments, **(arguments or {})})
+        attachments = await self._image_data(history) if info.supports_images else {}
+        messages = side_view(
+            side,
+            history,
+            system,
+            depth=depth,
+            image_input=info.supports_images,
+            attachment_data=attachments,
+            family=provider_family(info.model),
+        )
+        messages = await self.services.hooks.transform("prefilter_llm_history", state, messages)
+        started = time.perf_counter()
+        self.publish("step_started", {"side": side, "step": self.snapshot.step_count + 1, "model": info.alias})
+        assistant, end = await self.stream(side, prompt, info, toolset, messages, depth)
+        self.snapshot.count_step(side, nested=depth > 0)
+        self._add_usage(end)
+        if parent_call is not None:
+            assistant.metadata["parent_call"] = parent_call
+        self.thread.execution = self.snapshot
+        [stored] = await self.services.store_messages(state, [assistant], thread=self.thread)
+        self._log_step(side, info, end, started)
+        return stored
 
     @tracing.chat
     async def stream(
@@ -320,18 +322,18 @@ class _Execution:
             raise
         finally:
             signal.remove(cancel)
-        message, events = answer_message(
+        message, ending = answer_message(
             assembler,
             last,
             thread_id=self.thread.id,
             side=side,
             depth=depth,
-            flow_id=self.snap.flow_id,
+            flow_id=self.snapshot.flow_id,
             model=last.model if last else info.model,
             provider_tools=toolset.provider_tools,
         )
-        for kind, data in events:
-            self._publish(kind, data)
+        if ending is not None:
+            ending.announce(self.publish)
         message = with_unique_call_ids(message, self.execution.message_history)
         return message, last or StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
 
@@ -349,20 +351,20 @@ class _Execution:
             cast("list[ChatMessage]", messages),  # views.side_view builds them in that shape
             tools=toolset.tools or None,
             extra=cast("RequestExtras", toolset.extra) or None,
-            on_event=self._publish,
+            on_event=self._client_event,
         )
         async for item in stream:
             if isinstance(item, StreamRestart):
                 assembler = None  # what the failed attempt said is forgotten
                 tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
-                self._publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
+                self.publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
             elif isinstance(item, StreamEnd):
                 end = end or item
             else:
                 if isinstance(item, TextDelta):
-                    self._delta("text_delta", {"side": side, "depth": depth, "text": item.text})
+                    self._delta("text_delta", side, depth, item.text)
                 elif isinstance(item, ReasoningDelta) and item.text:
-                    self._delta("reasoning_delta", {"side": side, "depth": depth, "text": item.text})
+                    self._delta("reasoning_delta", side, depth, item.text)
                 assembler = assembler or StreamAssembler(toolset.progress_argument)
                 for call in assembler.feed(item):
                     await self._fire_started(call, toolset, side, depth, fired)
@@ -371,6 +373,10 @@ class _Execution:
             await self._fire_started(call, toolset, side, depth, fired)
         return end, assembler
 
+    def _client_event(self, kind: Literal["model_fallback"], data: FallbackEvent) -> None:
+        """The model client's own events (`providers.request.ModelEvents`: a fallback to the next model)."""
+        self.publish(kind, {"from": data["from"], "to": data["to"], "error": data["error"]})
+
     async def _fire_started(
         self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]
     ) -> None:
@@ -378,17 +384,29 @@ class _Execution:
         if key in fired and fired[key] == call.progress_value:  # the same call again after a retried stream
             return
         fired[key] = call.progress_value
+        progress_argument = toolset.progress_argument(call.name)
         start = ToolCallStart(
             id=call.id,
             name=call.name,
             index=call.index,
             side=side,
             depth=depth,
-            progress_argument=toolset.progress_argument(call.name),
+            progress_argument=progress_argument,
             progress_value=call.progress_value,
         )
         await self.services.hooks.call("tool_call_started", self.state, start)
-        self._publish("tool_call_started", start.model_dump())
+        self.publish(
+            "tool_call_started",
+            {
+                "id": call.id,
+                "name": call.name,
+                "index": call.index,
+                "progress_argument": progress_argument,
+                "progress_value": call.progress_value,
+                "side": side,
+                "depth": depth,
+            },
+        )
         await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
     async def dispatch(
@@ -418,32 +436,10 @@ class _Execution:
         return await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
 
     # -- resuming after a crash ---------------------------------------------
-    async def _republish_missing(self) -> None:
-        """A crash between a message's commit and its event's write loses the
-        event; publish it now so subscribers replaying the log see every message.
-        The other way round, a failure after a turn's end was published and before the commit that
-        stores it leaves `turn_ended` and the next `turn_started` in the log (the bus writes what is
-        pending as the execution ends): those are not announced twice."""
-        events = await self.services.storage.events_after(self.thread.id, 0)
-        logged = {e.data.get("id") for e in events if e.type in _MESSAGE_EVENTS and isinstance(e.data, dict)}
-        self.announced = _turn_events(events, self.snap.flow_id)
-        for message in self.execution.message_history:
-            if message.id not in logged:
-                kind = "tool_result" if message.role == "tool" else "message_created"
-                self._publish(kind, message.model_dump(mode="json"))
-
     async def _resume_pending(self) -> _Outcome | None:
         """Run the tool calls of the last stored step that have no stored result."""
-        history = [m for m in self.execution.message_history if m.depth == 0]
-        last = next(
-            (
-                m
-                for m in reversed(history)
-                if m.role == "assistant" and m.side is not None and not m.metadata.get("queued_by")
-            ),
-            None,
-        )
-        if last is None or last.side != self.snap.current_side:
+        last = resumed_step(self.execution.message_history, self.snapshot.current_side)
+        if last is None or last.side is None:
             return None
         prompt = self.services.definitions.prompts[self._side(last.side).prompt]
         _, toolset = await self.toolset(prompt)
@@ -459,7 +455,7 @@ class _Execution:
 
     @property
     def flow_id(self) -> str:
-        return self.snap.flow_id
+        return self.snapshot.flow_id
 
     def model_alias(self, prompt: PromptDefinition) -> str | None:
         return self.services.settings.model or prompt.model
@@ -489,20 +485,7 @@ class _Execution:
                     out[ref.id] = base64.b64encode(data).decode()
         return out
 
-    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
-        """A step counts in `step_count` and its side's counter, also a nested one
-        (a prompt called as a tool by that side), so step_count == side a + side b.
-        Only the side's own steps count toward its turn's `max_steps`."""
-        self.snap.step_count += 1
-        if not nested:
-            self.snap.turn_step_count += 1
-        if side == "a":
-            self.snap.side_a_step_count += 1
-        else:
-            self.snap.side_b_step_count += 1
-        self.add_usage(end)
-
-    def add_usage(self, end: StreamEnd) -> None:
+    def _add_usage(self, end: StreamEnd) -> None:
         u = end.usage
         self.thread.usage = self.thread.usage.add(
             Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cost=u.cost, requests=end.attempts)
@@ -512,9 +495,9 @@ class _Execution:
         _log.info(
             "step",
             thread_id=self.thread.id,
-            flow_id=self.snap.flow_id,
+            flow_id=self.snapshot.flow_id,
             side=side,
-            step=self.snap.step_count,
+            step=self.snapshot.step_count,
             model=end.model or info.model,
             input_tokens=end.usage.input_tokens,
             output_tokens=end.usage.output_tokens,
@@ -522,49 +505,43 @@ class _Execution:
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
 
-    def _publish(self, kind: str, data: object) -> None:
-        self.services.bus.publish(self.thread.id, kind, data, defer=True, lease=self.execution.lease_token)
-
-    def _delta(self, kind: str, data: dict[str, object]) -> None:
-        self.services.bus.publish_delta(self.thread.id, kind, data, lease=self.execution.lease_token)
-
-    def _end(self, side: SideName, reason: str) -> None:
-        if not self.snap.stopped:
-            self.snap.stopped = True
-            self.snap.stopped_by = side
-            self.snap.reason = reason
+    def _delta(self, kind: DeltaName, side: SideName, depth: int, text: str) -> None:
+        self.services.bus.publish_delta(
+            self.thread.id, kind, {"side": side, "depth": depth, "text": text}, lease=self.execution.lease_token
+        )
 
     async def _save(self, status: ThreadStatus | None = None) -> None:
         if status is not None:
             self.thread.status = status
-        self.thread.execution = self.snap
+        self.thread.execution = self.snapshot
         self.thread.updated_at = time.time()
         await self.services.save_thread(self.thread, lease_token=self.execution.lease_token)
 
     async def _finish(self) -> ExecutionResult:
-        aborted = self.execution.abort_signal.aborted
-        if aborted and not self.snap.stopped:
-            self._end(self.snap.current_side, self.execution.abort_signal.reason or "stopped")
+        snapshot, signal = self.snapshot, self.execution.abort_signal
+        if signal.aborted:
+            snapshot.end(snapshot.current_side, signal.reason or "stopped")  # unless a stop or a side ended it
         status: ThreadStatus = "idle"
-        if self.snap.stopped:
-            status = "stopped" if aborted or self.snap.reason == "stopped" else "completed"
-        self._publish(
+        if snapshot.stopped:
+            status = "stopped" if signal.aborted or snapshot.reason == "stopped" else "completed"
+        self.publish(
             "execution_stopped",
-            {"flow_id": self.snap.flow_id, "reason": self.snap.reason or "rest", "stopped_by": self.snap.stopped_by},
+            {"flow_id": snapshot.flow_id, "reason": snapshot.reason or "rest", "stopped_by": snapshot.stopped_by},
         )
         await self._save(status=status)
         return await self._result()
 
     async def _fail(self, exc: ProviderError) -> ExecutionResult:
-        self._end(self.snap.current_side, "error")
-        self._publish(
+        self.snapshot.end(self.snapshot.current_side, "error")
+        self.publish(
             "execution_failed",
-            {"flow_id": self.snap.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status},
+            {"flow_id": self.snapshot.flow_id, "error": str(exc), "provider": exc.provider, "status": exc.status},
         )
         await self._save(status="failed")
         raise ExecutionFailed(str(exc), await self._result()) from exc
 
     async def _result(self) -> ExecutionResult:
+        snapshot = self.snapshot
         new = [m for m in self.execution.message_history if m.seq > self.first_seq]
         output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
         last = next((m for m in reversed(new) if m.role == "assistant" and m.depth == 0 and m.finish), None)
@@ -573,12 +550,12 @@ class _Execution:
             truncated=last is not None and last.finish == "length",
             refusal=last.refusal if last else None,
             thread_id=self.thread.id,
-            flow_id=self.snap.flow_id,
-            stopped_by=self.snap.stopped_by,
-            reason=self.snap.reason or "rest",
-            step_count=self.snap.step_count,
-            side_a_step_count=self.snap.side_a_step_count,
-            side_b_step_count=self.snap.side_b_step_count,
+            flow_id=snapshot.flow_id,
+            stopped_by=snapshot.stopped_by,
+            reason=snapshot.reason or "rest",
+            step_count=snapshot.step_count,
+            side_a_step_count=snapshot.side_a_step_count,
+            side_b_step_count=snapshot.side_b_step_count,
             usage=self.thread.usage,
             output=output,
             new_messages=new,

@@ -6,22 +6,24 @@ An agent as a tool runs a child thread whose creation arguments are the call's
 arguments, and returns the child's final answer.
 
 A nested loop runs inside its caller's execution (its counters, stream, events
-and dispatch): `NestedHost` is what it uses of it, and all it may use.
+and dispatch): `NestedHost` is what it uses of it, and all it may use. Its steps
+are the execution's own `answer`, so its requests pass the same hooks
+(`prefilter_llm_history`), carry the same attachments and are announced and
+logged as a side's are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core import tracing
 from orchestrator.core.messages import Message, SideName, ThreadRecord, ToolCall
 from orchestrator.core.results import ToolResult
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition
-from orchestrator.engine.answers import provider_family
 from orchestrator.engine.state import in_prompt
-from orchestrator.engine.views import render_prompt, side_view
 from orchestrator.storage.base import ThreadBusyError
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.services import Services
     from orchestrator.engine.state import ThreadState
     from orchestrator.engine.toolset import Toolset
-    from providers.stream import ModelInfo, StreamEnd
+    from providers.stream import ModelInfo
 
 
 class NestedHost(Protocol):
@@ -50,19 +52,18 @@ class NestedHost(Protocol):
     async def toolset(self, prompt: PromptDefinition) -> tuple[ModelInfo, Toolset]:
         """The prompt's model and tools."""
 
-    async def stream(
+    async def answer(
         self,
         side: SideName,
         prompt: PromptDefinition,
-        info: ModelInfo,
-        toolset: Toolset,
-        messages: list[dict[str, Any]],
-        depth: int,
-    ) -> tuple[Message, StreamEnd]:
-        """One model response, streamed with the execution's events and abort."""
-
-    def count_step(self, side: SideName, end: StreamEnd, *, nested: bool = False) -> None:
-        """Count a step (and its usage) in the execution's counters."""
+        state: ThreadState,
+        history: list[Message],
+        *,
+        depth: int = 0,
+        arguments: Mapping[str, Any] | None = None,
+        parent_call: str | None = None,
+    ) -> Message:
+        """One model request and its answer, stored and counted as the execution's step."""
 
     async def dispatch(
         self,
@@ -111,8 +112,7 @@ async def _run_prompt(
 ) -> ToolResult:
     inner = depth + 1
     state = in_prompt(caller, prompt.name or call.name)  # its own path: parallel calls never share a top
-    info, toolset = await run.toolset(prompt)
-    system = render_prompt(prompt.prompt, {**prompt.variables, **run.thread.arguments, **args})
+    _, toolset = await run.toolset(prompt)
     local = _stored_run(caller, call.id, inner)
     if local:  # a resumed execution: the loop goes on from its last stored step
         last = next(m for m in reversed(local) if "parent_call" in m.metadata)  # the opening or the last step
@@ -132,11 +132,8 @@ async def _run_prompt(
         )
         local = [await run.services.store_message(state, opening)]
     for _ in range(prompt.max_steps - sum(m.role == "assistant" and "parent_call" in m.metadata for m in local)):
-        messages = side_view(side, local, system, depth=inner, family=provider_family(info.model))
-        assistant, end = await run.stream(side, prompt, info, toolset, messages, depth=inner)
-        run.count_step(side, end, nested=True)
-        assistant.metadata["parent_call"] = call.id
-        local.append(await run.services.store_message(state, assistant, thread=run.thread))
+        assistant = await run.answer(side, prompt, state, local, depth=inner, arguments=args, parent_call=call.id)
+        local.append(assistant)
         if not assistant.tool_calls:
             return ToolResult.ok(assistant.content or "")
         local.extend(await run.dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
@@ -180,7 +177,9 @@ async def _run_agent(
                 depth=run.thread.depth + 1,
             )
         )
-        run.state.emit("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
+        lease = run.state.execution.lease_token if run.state.execution is not None else None
+        started = services.bus.publisher(run.thread.id, lease=lease)
+        started("subagent_started", {"thread_id": child.id, "agent": child.agent_id, "call_id": call.id})
     elif child.execution is not None and child.status == "failed":
         return ToolResult.fail(f"agent {child.agent_id!r} failed")
     elif child.execution is not None and child.status != "running":  # it finished; the caller's result was lost

@@ -15,7 +15,7 @@ from orchestrator.core.secrets import SecretScopes
 from orchestrator.core.settings import RuntimeSettings
 from orchestrator.engine.hooks import Hooks
 from orchestrator.storage import StepWrite, Storage
-from orchestrator.storage.events import EventBus
+from orchestrator.storage.events import EventBus, MessageEventName
 from orchestrator.storage.lease import Heartbeat
 
 if TYPE_CHECKING:
@@ -50,10 +50,11 @@ class Services:
         state: ThreadState,
         message: Message,
         *,
-        event: str = "message_created",
+        event: MessageEventName = "message_created",
         thread: ThreadRecord | None = None,
     ) -> Message:
-        """Create-message lifecycle: hook, one transaction, live history, event, hook."""
+        """Create-message lifecycle: hook, one transaction (the message, its event, what else is pending),
+        live history, hook."""
         [stored] = await self.store_messages(state, [message], event=event, thread=thread)
         return stored
 
@@ -62,43 +63,35 @@ class Services:
         state: ThreadState,
         messages: list[Message],
         *,
-        event: str = "message_created",
+        event: MessageEventName = "message_created",
         thread: ThreadRecord | None = None,
     ) -> list[Message]:
         """`store_message` for messages ready together (tool results finished at once): each gets
-        its hooks and event, all are written in one transaction."""
+        its hooks and its event, all are written in one transaction."""
         messages = [await self.hooks.transform("before_create_message", state, m) for m in messages]
-        thread_id = messages[0].thread_id
         execution = state.execution
         lease = execution.lease_token if execution else None
-        write = StepWrite(
-            thread_id=thread_id,
-            new_messages=messages,
-            events=self.bus.take_pending(thread_id, lease=lease),
-            thread=thread,
-            lease_token=lease,
-        )
+        write = StepWrite(thread_id=messages[0].thread_id, new_messages=messages, thread=thread, lease_token=lease)
+        self.bus.prepare(write, event)  # the bus's steps around our own await: one coroutine fewer held
         try:
             stored = await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(thread_id, write.events, exc)
+        except BaseException as exc:
+            self.bus.not_stored(write, exc)
             raise
-        self.bus.committed(thread_id, write.events)
+        self.bus.stored(write, stored)
         for message in stored:
             if execution is not None:
                 execution.message_history.append(message)
-            self.bus.publish(
-                thread_id, event, message.model_dump(mode="json"), defer=execution is not None, lease=lease
-            )
             await self.hooks.call("after_create_message", state, message)
         return stored
 
     async def save_thread(self, thread: ThreadRecord, *, lease_token: int | None = None) -> None:
-        events = self.bus.take_pending(thread.id, lease=lease_token)
+        """The thread's row (status, snapshot, usage), with the events pending for it."""
+        write = StepWrite(thread_id=thread.id, thread=thread, lease_token=lease_token)
+        self.bus.prepare(write)
         try:
-            write = StepWrite(thread_id=thread.id, thread=thread, events=events, lease_token=lease_token)
             await self.storage.commit(write)
-        except Exception as exc:
-            self.bus.unwritten(thread.id, events, exc)
+        except BaseException as exc:
+            self.bus.not_stored(write, exc)
             raise
-        self.bus.committed(thread.id, events)
+        self.bus.stored(write, [])

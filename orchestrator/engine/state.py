@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.core.event_payloads import EmittedEventName
 from orchestrator.core.event_types import BUILTIN_EVENT_TYPES, check_payload
 from orchestrator.core.messages import (
     EnvType,
@@ -198,7 +199,7 @@ class ThreadState:
                 raise ValueError(f"emit: {event!r} is a built-in event and its data does not fit it: {exc}") from None
         try:
             lease = self.execution.lease_token if self.execution else None
-            self._services.bus.publish(self.thread_id, event, data, lease=lease)
+            self._services.bus.publish(self.thread_id, EmittedEventName(event), data, lease=lease)
         except ValueError as exc:  # a payload the event log cannot hold
             raise ValueError(f"emit: {exc}") from None
 

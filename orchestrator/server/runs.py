@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -69,9 +69,9 @@ class Runs:
             self._publish_failure(thread.id, "internal_error", f"{type(exc).__name__}: {exc}")
             raise
 
-    def _publish_failure(self, thread_id: str, code: str, message: str) -> None:
+    def _publish_failure(self, thread_id: str, code: Literal["thread_busy", "internal_error"], message: str) -> None:
         with contextlib.suppress(Exception):  # the bus redacts known secrets
-            self._runtime.services.bus.publish(thread_id, "execution_failed", {"code": code, "error": message})
+            self._runtime.services.bus.publisher(thread_id)("execution_failed", {"code": code, "error": message})
 
     def _forget(self, thread_id: str, task: asyncio.Task[ExecutionResult]) -> None:
         if self._tasks.get(thread_id) is task:

@@ -168,13 +168,28 @@ def check_messages_belong(thread_id: str, messages: list[Message], what: str) ->
 
 
 def check_step(write: StepWrite) -> list[EventRow]:
-    """Check the write belongs to one thread; returns its events' rows."""
+    """Check the write belongs to one thread; returns its events' rows (not yet its messages': see
+    `message_event_rows`)."""
     tid = write.thread_id
     check_messages_belong(tid, write.new_messages, "StepWrite.new_messages")
     check_messages_belong(tid, write.updated_messages, "StepWrite.updated_messages")
     if write.thread is not None and write.thread.id != tid:
         raise ValueError(f"StepWrite.thread has id {write.thread.id!r}, expected {tid!r}")
+    announced = write.message_events
+    if announced is not None and (announced.thread_id != tid or len(announced) != len(write.new_messages)):
+        raise ValueError(
+            f"StepWrite.message_events: {len(announced)} events of thread {announced.thread_id!r}, "
+            f"expected one per new message ({len(write.new_messages)}) of {tid!r}"
+        )
     return event_rows(tid, write.events, "StepWrite.events")
+
+
+def message_event_rows(write: StepWrite, stored: list[Message]) -> list[EventRow]:
+    """The rows of the events announcing `stored`, the write's new messages with their seqs given."""
+    if write.message_events is None:
+        return []
+    tid = write.thread_id
+    return [(tid, seq, type_, data.decode(), at) for seq, type_, at, data in write.message_events.rows(stored)]
 
 
 def event_rows(tid: str, events: Sequence[Event], where: str) -> list[EventRow]:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
+from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessageEvents, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
 
 
@@ -83,6 +83,8 @@ class StepWrite:
     events: Sequence[Event] = ()  # read once, by the write (the bus's may decode as they are read)
     thread: ThreadRecord | None = None  # the thread row to save (status, execution, usage)
     lease_token: int | None = None  # when set, the write is fenced by this token
+    # one event per new message, numbered by the bus; stored with the seq the write gives its message
+    message_events: MessageEvents | None = None
 
 
 Scope = Literal["thread", "user"]
@@ -185,7 +187,8 @@ class Storage(ABC):
     # -- one transaction per step ------------------------------------------
     @abstractmethod
     async def commit(self, write: StepWrite) -> list[Message]:
-        """Write atomically; returns `new_messages` with `seq` assigned."""
+        """Write atomically; returns `new_messages` with `seq` assigned. `message_events` are written
+        with the seqs assigned (`MessageEvents.rows`), in the same transaction."""
 
     # -- one execution per thread ------------------------------------------
     @abstractmethod

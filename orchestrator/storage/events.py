@@ -14,7 +14,10 @@ since: several processes then share one thread's numbering, one at a time (the
 lease decides which).
 
 Events go live when they are published, before the step that stores them
-commits (clients see progress at once). The exception is an event that says
+commits (clients see progress at once). A message's event is numbered before
+the write that stores the message and is stored by it (`prepare`): it goes
+live when that write returns, and what was published meanwhile after it, so
+the stream keeps the log's order. The other exception is an event that says
 an execution began or is over (`SETTLING_EVENTS`): clients act on it (show
 "running", close the socket, show "completed", send the next message), so it
 is held back, with anything published after it, until it is in the log together
@@ -37,100 +40,26 @@ import asyncio
 import itertools
 import os
 import time
-from array import array
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal
 
 import structlog
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
-from orchestrator.core.messages import EncodedEvents, Event, ThreadRecord, event_of
+from orchestrator.core.event_payloads import DeltaName, DeltaPayload, EmittedEventName, Publish, ThreadCreatedPayload
+from orchestrator.core.messages import EncodedEvents, Event, Message, MessageEvents, ThreadRecord, event_of
 from orchestrator.core.secrets import SecretScopes
 from orchestrator.storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
+from orchestrator.storage.fanout import SUBSCRIBER_QUEUE, Broker, Ring, SubscriberLagging, offer
 
-
-class Broker(Protocol):
-    """What the bus needs of a cross-process fan-out (`orchestrator.storage.broker.Broker` is one)."""
-
-    def publish(self, event: Event) -> None: ...
-    async def drain(self) -> None: ...
-    async def claim(self, thread_id: str) -> int: ...
-    def forget(self, thread_id: str) -> None: ...
-    async def backfill(self, thread_id: str, storage: Storage) -> int: ...
-    def subscribe(self, thread_id: str, after: int, storage: Storage) -> AsyncIterator[Event]: ...
-    async def events_between(self, thread_id: str, after: int, before: int | None) -> list[Event]: ...
+__all__ = ["EPHEMERAL_EVENTS", "SETTLING_EVENTS", "SUBSCRIBER_QUEUE", "Broker", "EventBus", "SubscriberLagging"]
+__all__ += ["offer"]
 
 
 EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
 SETTLING_EVENTS = frozenset({"execution_started", "execution_stopped", "execution_failed"})  # live once stored
-_RING_SIZE = 2048
-SUBSCRIBER_QUEUE = 1024  # events a live subscriber may fall behind before it is dropped (see SubscriberLagging)
+MessageEventName = Literal["message_created", "tool_result"]
 _log = structlog.get_logger("orchestrator.storage.events")
-
-
-class SubscriberLagging(Exception):
-    """A subscriber fell more than SUBSCRIBER_QUEUE events behind the live stream
-    (a stalled client): it is dropped, so its backlog cannot grow the server's
-    memory. Nothing is lost: subscribe again with `after` (the last seq it got)."""
-
-    def __init__(self, thread_id: str, after: int) -> None:
-        super().__init__(f"subscriber of thread {thread_id} fell behind; subscribe again with after={after}")
-        self.thread_id = thread_id
-        self.after = after
-
-
-def offer(queue: asyncio.Queue[Event | None], event: Event) -> bool:
-    """Put `event` on a subscriber's bounded queue; when it is full, empty it and
-    leave the end mark (None) instead. False when the subscriber is dropped."""
-    try:
-        queue.put_nowait(event)
-        return True
-    except asyncio.QueueFull:
-        while not queue.empty():
-            queue.get_nowait()
-        queue.put_nowait(None)
-        return False
-
-
-class _Ring:
-    """The last `_RING_SIZE` live events of one thread, for a subscriber that comes (back) mid-answer.
-
-    Kept as JSON in one bytearray, which the garbage collector does not track: a deque of entries
-    held one reference per delta that every full collection followed (26 per conversation at 1,000
-    in flight), and an `Event` per delta was three tracked objects. A payload comes back the way
-    JSON gives it, as a stored event's does."""
-
-    __slots__ = ("_journal", "_starts")
-
-    def __init__(self) -> None:
-        self._journal = bytearray()
-        self._starts = array("q")  # where each entry begins in the journal, oldest first
-
-    def append(self, seq: int, type_: str, at: float, data: object, payload: bytes | None = None) -> None:
-        """Keep one event; `payload`: its data already encoded (`_payload`), for a durable one."""
-        if len(self._starts) >= 2 * _RING_SIZE:  # the older half goes at once: O(1) per entry on average
-            cut = self._starts[-_RING_SIZE]
-            del self._journal[:cut]
-            self._starts = array("q", [start - cut for start in self._starts[-_RING_SIZE:]])
-        self._starts.append(len(self._journal))
-        if payload is None:
-            self._journal += to_json((seq, type_, at, data), fallback=str)
-        else:
-            self._journal += b"[%d,%b,%b,%b]" % (seq, to_json(type_), to_json(at), payload)
-
-    def after(self, thread_id: str, after: int) -> list[Event]:
-        """The kept events numbered above `after`, oldest first."""
-        events: list[Event] = []
-        end = len(self._journal)
-        for begin in reversed(self._starts[-_RING_SIZE:]):
-            seq, type_, at, data = from_json(self._journal[begin:end])
-            event = event_of(thread_id, seq, type_, at, data)
-            if event.seq <= after:
-                break
-            events.append(event)
-            end = begin
-        events.reverse()
-        return events
 
 
 def _payload(type_: str, data: object) -> bytes:
@@ -149,11 +78,23 @@ def _entries_of(events: Sequence[Event]) -> list[tuple[int, str, float, bytes]]:
 
 
 class _Channel:
-    __slots__ = ("seq", "ring", "subscribers", "pending", "flushing", "held", "writing", "committed")
+    __slots__ = (
+        "seq",
+        "ring",
+        "subscribers",
+        "pending",
+        "flushing",
+        "held",
+        "writing",
+        "committed",
+        "announcing",
+        "uncertain",
+        "payloads",
+    )
 
     def __init__(self, seq: int) -> None:
         self.seq = seq
-        self.ring = _Ring()
+        self.ring = Ring()
         self.subscribers: set[asyncio.Queue[Event | None]] = set()
         # durable events not yet written, as `EncodedEvents` entries: held until the next commit, mostly while a
         # model answers, as JSON they are nothing for the collector to walk (an Event and its payload were a dozen)
@@ -162,6 +103,23 @@ class _Channel:
         self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
         self.writing: set[int] = set()  # seqs the bus itself is writing now
         self.committed: set[int] = set()  # held settling seqs a caller's commit is known to have stored
+        # messages' events (`prepare`): numbered, held until their write returns: seqs of writes under way,
+        # of writes cancelled (stored or not: the next flush looks), and the stored ones' payloads
+        self.announcing: set[int] = set()
+        self.uncertain: set[int] = set()
+        self.payloads: dict[int, bytes] = {}
+
+
+class _Publisher:
+    """`EventBus.publisher`: built-in events on one thread, under one execution's lease."""
+
+    __slots__ = ("_bus", "_defer", "_lease", "_thread_id")
+
+    def __init__(self, bus: EventBus, thread_id: str, defer: bool, lease: int | None) -> None:
+        self._bus, self._thread_id, self._defer, self._lease = bus, thread_id, defer, lease
+
+    def __call__(self, type: str, data: object, /) -> None:
+        self._bus._publish(self._thread_id, type, data, defer=self._defer, lease=self._lease)
 
 
 class EventBus:
@@ -234,17 +192,17 @@ class EventBus:
             _log.warning("unwritable_events_dropped", thread_id=thread_id, count=count, error="their seqs are taken")
         ch.pending = kept
 
-    async def create_thread(self, record: ThreadRecord, data: dict[str, Any]) -> ThreadRecord:
+    async def create_thread(self, record: ThreadRecord, data: ThreadCreatedPayload) -> ThreadRecord:
         """Store a new thread and announce it: `thread_created` goes in the thread's own insert, one
         transaction and one storage round trip (with a broker, which numbers events from storage and
         the stream, the thread is stored first and its event follows)."""
         if self._broker is not None:
             record = await self._storage.create_thread(record)
             await self.attach(record.id, new=True)
-            self.publish(record.id, "thread_created", data)
+            self.publisher(record.id)("thread_created", data)
             return record
         await self.attach(record.id, new=True)
-        self.publish(record.id, "thread_created", data, defer=True)
+        self.publisher(record.id, defer=True)("thread_created", data)
         events = self.take_pending(record.id)
         try:
             record = await self._storage.create_thread(record, events)
@@ -277,6 +235,8 @@ class EventBus:
         ch.seq = max(ch.seq, last)
         ch.held.clear()  # an earlier run's unsettled tail: what of it was stored is backfilled above
         ch.committed.clear()
+        ch.uncertain.clear()
+        ch.payloads.clear()
 
     def detach(self, thread_id: str) -> None:
         """Forget a thread this process stopped publishing for (another process
@@ -299,10 +259,22 @@ class EventBus:
             if self._broker is not None:
                 self._broker.forget(thread_id)
 
+    def publisher(self, thread_id: str, *, defer: bool = False, lease: int | None = None) -> Publish:
+        """Publish built-in events on `thread_id` (as `publish` does), each payload typed for its event's
+        name (`event_payloads.Publish`): a wrong one is a mypy error where it is written."""
+        return _Publisher(self, thread_id, defer, lease)
+
     def publish(
-        self, thread_id: str, type: str, data: Any = None, *, defer: bool = False, lease: int | None = None
+        self,
+        thread_id: str,
+        type: EmittedEventName,
+        data: Any = None,
+        *,
+        defer: bool = False,
+        lease: int | None = None,
     ) -> Event | None:
-        """Number and fan out an event. Durable events are written soon after,
+        """Number and fan out an event whose name is chosen at run time (`state.emit`); the runtime's own,
+        built-in events go through `publisher`. Durable events are written soon after,
         or with the caller's step when `defer` is set (see `take_pending`).
         A settling event (and whatever follows it) goes out once it is stored:
         when the bus writes it, or at the next `flush` after the caller's commit.
@@ -310,6 +282,9 @@ class EventBus:
         `lease`: the publishing execution's lease token. Once another execution in this
         process has taken the thread over, the stale one's events are dropped (None
         returned): numbered here they would be written, and streamed, as the new owner's."""
+        return self._publish(thread_id, type, data, defer=defer, lease=lease)
+
+    def _publish(self, thread_id: str, type: str, data: Any, *, defer: bool, lease: int | None) -> Event | None:
         if self._stale(thread_id, lease):
             _log.info("stale_event_dropped", thread_id=thread_id, type=type)
             return None
@@ -332,7 +307,7 @@ class EventBus:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
 
-    def publish_delta(self, thread_id: str, type: str, data: dict[str, Any], *, lease: int | None = None) -> None:
+    def publish_delta(self, thread_id: str, type: DeltaName, data: DeltaPayload, *, lease: int | None = None) -> None:
         """`publish` for a streamed delta (`EPHEMERAL_EVENTS`: never stored), the bus's commonest event:
         with no subscriber, broker or held event to order it behind, it goes only to the ring (for a
         subscriber that comes later), and no `Event` model is built for it."""
@@ -340,7 +315,7 @@ class EventBus:
             return
         ch = self._channel(thread_id)
         if ch.held or ch.subscribers or self._broker is not None:
-            self.publish(thread_id, type, data)
+            self._publish(thread_id, type, data, defer=False, lease=lease)
             return
         seq, data = self._numbered(ch, thread_id, type, data)
         ch.ring.append(seq, type, time.time(), data)
@@ -363,11 +338,87 @@ class EventBus:
 
     def _go_live(self, ch: _Channel, event: Event, payload: bytes | None = None) -> None:
         ch.ring.append(event.seq, event.type, event.at, event.data, payload)
+        if not ch.subscribers and self._broker is None:
+            return
+        if event.data is None and payload is not None:  # a message's event: its data decoded only for a listener
+            event.data = from_json(payload)
         for queue in list(ch.subscribers):
             if not offer(queue, event):
                 ch.subscribers.discard(queue)
         if self._broker is not None:
             self._broker.publish(event)
+
+    # -- a caller's write: its pending events, its messages' events --------------
+    # `prepare`, then the caller's own `await storage.commit(write)`, then `stored` or `not_stored`:
+    # the caller awaits storage itself (`Services.store_messages`), so a write waiting in the SQLite
+    # thread's queue holds no coroutine of the bus's.
+    def prepare(self, write: StepWrite, announce: MessageEventName | None = None) -> None:
+        """Give `write` the thread's pending events and, with `announce`, one such event per new message:
+        numbered now and stored by the same transaction as its message (`MessageEvents`), so a message is
+        never stored without its event, nor its event without it. What is published until the write
+        returns waits behind them, so the stream keeps the log's order."""
+        write.events = self.take_pending(write.thread_id, lease=write.lease_token)
+        if announce is not None and write.new_messages:
+            write.message_events = self._announce(write.thread_id, announce, write.new_messages, write.lease_token)
+
+    def stored(self, write: StepWrite, messages: list[Message]) -> None:
+        """`write` (`prepare`d) is stored, its new `messages` as storage returned them: their events go live."""
+        self._settle_announced(write.thread_id, write.message_events, messages)
+        self.committed(write.thread_id, write.events)
+
+    def not_stored(self, write: StepWrite, error: BaseException) -> None:
+        """`write` (`prepare`d) failed: its pending events are handed back (`unwritten`), its messages'
+        events dropped, their numbers left unused. Cancelled, it may have gone through: the next flush
+        looks its messages' events up."""
+        if isinstance(error, Exception):
+            self.unwritten(write.thread_id, write.events, error)
+            self._settle_announced(write.thread_id, write.message_events, None)
+        else:
+            self._settle_announced(write.thread_id, write.message_events, None, uncertain=True)
+
+    def _announce(
+        self, thread_id: str, type_: MessageEventName, messages: list[Message], lease: int | None
+    ) -> MessageEvents | None:
+        """Number the messages' events (held: they go live once stored). None for a stale publisher,
+        whose write storage refuses anyway."""
+        if self._stale(thread_id, lease):
+            return None
+        ch = self._channel(thread_id)
+        redactor = self._redactor.for_thread(thread_id)
+        bodies = []
+        for message in messages:  # all encoded before any takes a number: a refused one takes none
+            data = message.model_dump(mode="json")
+            if self._check is not None:
+                self._check(thread_id, type_, data)
+            bodies.append(MessageEvents.body(redactor.data(data) if redactor.active else data))
+        entries: list[tuple[int, str, float, bytes]] = []
+        for body in bodies:
+            ch.seq += 1
+            entries.append((ch.seq, type_, time.time(), body))
+            ch.held.append(event_of(thread_id, ch.seq, type_, entries[-1][2], None))  # its data once stored
+            ch.announcing.add(ch.seq)
+        return MessageEvents(thread_id, entries)
+
+    def _settle_announced(
+        self, thread_id: str, announced: MessageEvents | None, stored: list[Message] | None, *, uncertain: bool = False
+    ) -> None:
+        """The write of `announced` returned: with the `stored` messages (their events go live in order),
+        failed (None: they are dropped) or was cancelled (`uncertain`: the next flush looks them up)."""
+        ch = self._channels.get(thread_id)
+        if ch is None or announced is None:
+            return
+        seqs = {entry[0] for entry in announced.entries}
+        ch.announcing -= seqs
+        if uncertain:
+            ch.uncertain |= seqs
+            if ch.flushing is None:
+                ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
+            return
+        if stored is None:
+            ch.held = [event for event in ch.held if event.seq not in seqs]
+        else:
+            ch.payloads.update((seq, payload) for seq, _, _, payload in announced.rows(stored))
+        self._let_out_stored(ch)
 
     def committed(self, thread_id: str, events: Sequence[Event]) -> None:
         """The caller's commit stored `events` (taken with `take_pending`): the next
@@ -382,17 +433,19 @@ class EventBus:
             self._let_out_stored(ch)
 
     def _let_out_stored(self, ch: _Channel) -> None:
-        """Held events go live up to the first settling event not known stored: at once, with no lookup,
-        so what follows an execution's start is not held until the execution's end."""
+        """Held events go live up to the first one not known stored (a settling event, a message's event):
+        at once, with no lookup, so what follows an execution's start is not held until the execution's end."""
         count = 0
         for event in ch.held:
+            if event.seq in ch.announcing or event.seq in ch.uncertain:
+                break
             if event.type in SETTLING_EVENTS and event.seq not in ch.committed:
                 break
             count += 1
         ready, ch.held[:count] = ch.held[:count], []
         ch.committed -= {e.seq for e in ready}
         for event in ready:
-            self._go_live(ch, event)
+            self._go_live(ch, event, ch.payloads.pop(event.seq, None))
 
     def take_pending(self, thread_id: str, *, lease: int | None = None) -> EncodedEvents:
         """Hand the unwritten durable events to a caller that writes them in its
@@ -462,30 +515,40 @@ class EventBus:
 
     async def _release(self, thread_id: str, written: set[int]) -> None:
         """Let held events go live, in order, up to the first settling event
-        whose write is still to come (pending, or being written here). One
-        that the caller's commit took is looked up: stored, it goes out; not
-        stored, that commit failed, so the thread did not settle and it is
-        dropped (whoever resumes the thread announces the end)."""
+        whose write is still to come (pending, or being written here), or the
+        first message's event whose write has not returned. One that a caller's
+        commit took, or whose write was cancelled, is looked up: stored, it goes
+        out; not stored, that commit failed and it is dropped (a settling event's
+        thread did not settle: whoever resumes the thread announces the end)."""
         ch = self._channels.get(thread_id)
         if ch is None or not ch.held:
             return
         waiting = {entry[0] for entry in ch.pending} | ch.writing
-        ready = list(itertools.takewhile(lambda e: e.type not in SETTLING_EVENTS or e.seq not in waiting, ch.held))
-        written = written | ch.committed
-        unknown = [e.seq for e in ready if e.type in SETTLING_EVENTS and e.seq not in written]
-        stored: dict[int, tuple[str, float]] = {}
+        ready = list(
+            itertools.takewhile(
+                lambda e: e.seq not in ch.announcing and (e.type not in SETTLING_EVENTS or e.seq not in waiting),
+                ch.held,
+            )
+        )
+        known = written | ch.committed
+        unknown = [e.seq for e in ready if e.seq in ch.uncertain or (e.type in SETTLING_EVENTS and e.seq not in known)]
+        stored: dict[int, Event] = {}
         if unknown:
             found = await self._storage.events_after(thread_id, unknown[0] - 1, limit=unknown[-1] - unknown[0] + 1)
-            stored = {e.seq: (e.type, e.at) for e in found}
+            stored = {e.seq: e for e in found}
         if len(ch.held) < len(ready) or any(a is not b for a, b in zip(ch.held, ready, strict=False)):
             return  # let out (or dropped by a new attach) while we looked
         del ch.held[: len(ready)]
         ch.committed -= {e.seq for e in ready}
+        ch.uncertain -= set(unknown)
         for event in ready:
-            if event.seq in unknown and stored.get(event.seq) != (event.type, event.at):
-                _log.warning("settling_event_not_stored", thread_id=thread_id, seq=event.seq, type=event.type)
-                continue
-            self._go_live(ch, event)
+            if event.seq in unknown:
+                found_event = stored.get(event.seq)
+                if found_event is None or (found_event.type, found_event.at) != (event.type, event.at):
+                    _log.warning("settling_event_not_stored", thread_id=thread_id, seq=event.seq, type=event.type)
+                    continue
+                event = found_event  # a message's event whose write was cancelled: its data as stored
+            self._go_live(ch, event, ch.payloads.pop(event.seq, None))
 
     async def _flush_soon(self, thread_id: str) -> None:
         ch = self._channels[thread_id]

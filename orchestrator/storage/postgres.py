@@ -418,7 +418,7 @@ class PostgresStorage(Storage):
                 c.check_fence(write.thread_id, write.lease_token, row)
             stored = await _insert_messages(conn, write.thread_id, write.new_messages)
             await _update_messages(conn, write.thread_id, write.updated_messages)
-            await _insert_events(conn, events)
+            await _insert_events(conn, events + c.message_event_rows(write, stored))
             if write.thread is not None:
                 await _save_thread(conn, write.thread)
         return stored

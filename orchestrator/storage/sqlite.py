@@ -542,7 +542,7 @@ def _commit(conn: sqlite3.Connection, write: StepWrite) -> list[Message]:
         c.check_fence(write.thread_id, write.lease_token, _lease_row(conn, write.thread_id))
     stored = _add_messages(conn, write.thread_id, write.new_messages) if write.new_messages else []
     _update_messages(conn, write.thread_id, write.updated_messages)
-    _add_events(conn, events)  # `check_step` saw they are all this thread's
+    _add_events(conn, events + c.message_event_rows(write, stored))  # `check_step` saw they are all this thread's
     if write.thread is not None:
         _save_thread(conn, write.thread)
     return stored
