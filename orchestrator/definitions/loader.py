@@ -391,7 +391,9 @@ def _fresh_package(root: Path) -> str:
     """Make (again) the private package the folder's modules load under."""
     digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]
     package = f"_orchestrator_defs_{digest}"
-    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+    # a copy first: another thread may be importing (the CLI imports LiteLLM beside loading), and iterating
+    # sys.modules itself then fails with "dictionary changed size during iteration"
+    for name in [n for n in tuple(sys.modules) if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
     importlib.invalidate_caches()
     _package_module(package, root)
