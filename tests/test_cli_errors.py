@@ -231,16 +231,17 @@ def test_a_failed_record_writes_no_cassette_and_keeps_an_earlier_one(tmp_path: P
     """A live `--record` without a key fails: before, it left an empty cassette `replay` then refused."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cassette = tmp_path / "run.json"
-    code, out = _run("run", "support_chat", "--model", "fast", "-m", "hi", "--db", ":memory:", "--record", str(cassette))
+    chat = ("run", "support_chat", "-m", "hi", "--db", ":memory:")
+    code, out = _run(*chat, "--model", "fast", "--record", str(cassette))
     assert code == 1 and "OPENAI_API_KEY" in out
     assert f"nothing recorded: the run failed, so {cassette} is not written" in out
     assert not cassette.exists() and list(tmp_path.iterdir()) == []
 
     recorded = tmp_path / "good.json"
-    code, out = _run("run", "support_chat", "--model", "test", "-m", "hi", "--db", ":memory:", "--record", str(recorded))
+    code, out = _run(*chat, "--model", "test", "--record", str(recorded))
     assert code == 0, out
     before = recorded.read_bytes()
-    code, out = _run("run", "support_chat", "--model", "fast", "-m", "hi", "--db", ":memory:", "--record", str(recorded))
+    code, out = _run(*chat, "--model", "fast", "--record", str(recorded))
     assert code == 1 and f"so {recorded} is left as it was" in out
     assert recorded.read_bytes() == before
     meta = json.loads(before)["metadata"]

@@ -17,6 +17,7 @@ from orchestrator.core.messages import Event
 if TYPE_CHECKING:
     from orchestrator.engine.executor import ExecutionResult
 
+
 def _console(file: Any = None) -> Any:
     """A rich Console whose closed output raises `OutputClosed` (rich's own raises SystemExit(1))."""
     from rich.console import Console
