@@ -469,7 +469,8 @@ def _build(data: dict[str, Any], marks: Marks, source: str) -> ProvidersConfig:
     except ValidationError as exc:
         config = None
         problems += _pydantic_problems(exc)
-    partial = config or _valid_part(ProvidersConfig._builtin_test_alias(data))  # `test` exists here too
+    # `test` exists here too: a config with another problem is not told its `default_model: test` is undefined
+    partial = config or _valid_part(ProvidersConfig._builtin_test_alias(data))  # type: ignore[operator]
     if partial is not None:
         problems += partial.reference_problems(
             defined_providers=set(_mapping(data.get("providers"))) | set(partial.providers),

@@ -438,10 +438,10 @@ def _unless_recorded(record: str | None) -> Iterator[None]:
     try:
         yield
     except click.ClickException as exc:
-        if record:
-            kept = "left as it was" if Path(record).exists() else "not written"
-            exc.message += f"\nnothing recorded: the run failed, so {record} is {kept}"
-        raise
+        if not record:
+            raise
+        kept = "left as it was" if Path(record).exists() else "not written"
+        raise click.ClickException(f"{exc.message}\nnothing recorded: the run failed, so {record} is {kept}") from None
 
 
 @main.command()

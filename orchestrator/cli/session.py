@@ -200,7 +200,7 @@ def _prompt() -> str | None:
 
 
 async def _watch(thread: Thread, view: Any) -> None:
-    from orchestrator.cli.console import OutputClosed
+    from orchestrator.cli.errors import OutputClosed
 
     try:
         async for event in thread.events():
