@@ -26,7 +26,7 @@ assert block, "README.md: no ```bash block under '## As a package'"
 print(block.group(1), end="")
 EOF
 cat "$work/as_a_package.sh"
-(cd "$work/empty" && bash -euo pipefail "$work/as_a_package.sh")
+(cd "$work/empty" && PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1 bash -euo pipefail "$work/as_a_package.sh")
 export PATH="$work/empty/.venv/bin:$PATH"
 project="$work/empty/myproj"
 

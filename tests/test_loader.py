@@ -565,27 +565,28 @@ def test_loading_while_another_thread_imports(project: Project) -> None:
     import types
 
     stop = threading.Event()
+    module = types.ModuleType("race")
+    added: list[str] = []
 
-    def importing() -> None:
-        n = 0
-        while not stop.is_set():
-            sys.modules[f"_race_module_{n % 50}"] = types.ModuleType("race")
-            sys.modules.pop(f"_race_module_{(n + 25) % 50}", None)
-            n += 1
+    def importing() -> None:  # every step changes sys.modules' size, as an import does
+        while not stop.is_set() and len(added) < 100_000:
+            name = f"_race_module_{len(added)}"
+            sys.modules[name] = module
+            added.append(name)
 
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     worker = threading.Thread(target=importing, daemon=True)
     worker.start()
     try:
-        for _ in range(200):
+        for _ in range(100):
             load_definitions(project.root)
     finally:
         stop.set()
         worker.join()
         sys.setswitchinterval(switch)
-        for n in range(50):
-            sys.modules.pop(f"_race_module_{n}", None)
+        for name in added:
+            sys.modules.pop(name, None)
 
 
 # --------------------------------------------------------------------------
