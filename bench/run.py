@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> None:
         description="Benchmark this runtime against peer frameworks on a fake loopback provider."
     )
     parser.add_argument(
-        "--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 6 minutes on 2 cores)"
+        "--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 6 min on 2 cores)"
     )
     parser.add_argument(
         "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"
