@@ -4,7 +4,8 @@ calls with their progress value, results, and a summary at the end.
 When the reader of the output goes away (`orchestrator run ... | head -1`), the
 view raises `OutputClosed` instead of rich's `SystemExit(1)` (which, raised in
 an asyncio task, printed a 96-line dump and could hang the exit); the session
-stops the execution, and the command ends with `exit_output_closed`.
+stops the execution, and the command group ends the process with
+`cli.errors.exit_output_closed` (status 141).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.executor import ExecutionResult
 
 
-def _console(file: Any = None) -> Any:
+def _console() -> Any:
     """A rich Console whose closed output raises `OutputClosed` (rich's own raises SystemExit(1))."""
     from rich.console import Console
 
@@ -27,7 +28,7 @@ def _console(file: Any = None) -> Any:
             self.quiet = True  # nothing more is written, even from a `finally`
             raise OutputClosed("the output was closed")
 
-    return _ClosableConsole(highlight=False, file=file)
+    return _ClosableConsole(highlight=False)
 
 
 class ConsoleView:
