@@ -1,7 +1,7 @@
 """The comparison suite: this runtime against the frameworks users would pick.
 
-    python -m bench            # full run (about 6 to 9 minutes on 2 cores)
-    python -m bench --quick    # a smoke run (about 2 minutes)
+    python -m bench            # full run (about 10 minutes on a quiet machine, see docs/performance.md)
+    python -m bench --quick    # a smoke run (about 6 minutes on 2 cores)
 
 Starts the fake provider (bench/fake_provider.py) in its own process and one
 worker process per contender (bench/worker.py), then measures every contender
@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> None:
         description="Benchmark this runtime against peer frameworks on a fake loopback provider."
     )
     parser.add_argument(
-        "--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 2 minutes)"
+        "--quick", action="store_true", help="fewer rounds, smaller sizes, levels up to 100 (about 6 min on 2 cores)"
     )
     parser.add_argument(
         "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"

@@ -274,7 +274,8 @@ class ProvidersConfig(_Strict):
         problem = describe_answerer(model)
         if problem:
             raise ConfigError(
-                f"--model {model}: not a model alias ({_names(self.models)}) and not an offline model: {problem}"
+                f"--model {model}: not a model alias{did_you_mean(model, self.models)} (known: {_names(self.models)}) "
+                f"and not an offline model: {problem}"
             )
         candidates = (_BUILTIN_PROVIDER, f"_{_BUILTIN_PROVIDER}")
         name = next(n for n in candidates if n not in self.providers or self.provider_type(n) == "offline")
@@ -468,7 +469,8 @@ def _build(data: dict[str, Any], marks: Marks, source: str) -> ProvidersConfig:
     except ValidationError as exc:
         config = None
         problems += _pydantic_problems(exc)
-    partial = config or _valid_part(data)
+    # `test` exists here too: a config with another problem is not told its `default_model: test` is undefined
+    partial = config or _valid_part(ProvidersConfig._builtin_test_alias(data))  # type: ignore[operator]
     if partial is not None:
         problems += partial.reference_problems(
             defined_providers=set(_mapping(data.get("providers"))) | set(partial.providers),

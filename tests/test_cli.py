@@ -168,3 +168,38 @@ def test_serve_and_worker_share_their_common_options() -> None:
     by_opt = {p.opts[0]: p for p in worker.params}
     assert isinstance(by_opt["--temporal"], click.Option) and by_opt["--temporal"].required
     assert not next(p for p in serve.params if p.opts[0] == "--temporal").required
+
+
+def test_check_reports_a_misspelled_placeholder_and_every_problem_of_a_file(tmp_path: Path) -> None:
+    """Before: `check` said "no problems" while the model received `{customer_nmae}`, and a file with two
+    problems showed the second only once the first was fixed."""
+    defs = tmp_path / "defs"
+    for folder in ("prompts", "agents", "tools"):
+        (defs / folder).mkdir(parents=True)
+    (defs / "prompts" / "support.py").write_text(
+        textwrap.dedent(
+            """\
+            from orchestrator import define_prompt
+
+            prompt = define_prompt(
+                prompt="Help {customer_nmae}.",
+                variables={"customer_name": "a customer"},
+                tool_description="Support",
+            )
+            """
+        )
+    )
+    (defs / "agents" / "chat.py").write_text(
+        'from orchestrator import Side, define_agent\n\nagent = define_agent(type="ai_human", side_a=Side("support"))\n'
+    )
+    (defs / "tools" / "bad.py").write_text(
+        "from orchestrator import define_tool\n\n\ndef execute(state):\n    return None\n\n\n"
+        'tool = define_tool(description="", execute=execute)\n'
+    )
+    code, out = invoke("check", str(defs))
+    assert code == 1
+    assert f"{defs}/prompts/support.py:4: prompt 'support': placeholder {{customer_nmae}}" in out
+    assert "did you mean 'customer_name'?" in out
+    assert f"{defs}/tools/bad.py:8: define_tool: 'description' must be a non-empty string" in out
+    assert f"{defs}/tools/bad.py:8: define_tool: 'execute' must be an async function" in out
+    assert "3 problems found" in out

@@ -3,6 +3,7 @@ every config problem at once; piped input; tool failures in full; the summary.""
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -203,10 +204,11 @@ def test_a_failing_tool_shows_type_and_full_message_and_the_traceback_on_request
 
 
 def test_the_summary_says_a_turn_was_cut_by_max_steps(tmp_path: Path) -> None:
+    """The first word is `result.reason` (`rest`: the thread waits), then how side a's turn ended."""
     defs = _failing_tool_defs(tmp_path)
     code, out = _run("run", "chat", "--path", str(defs), "--model", "test", "-m", "hi", "--db", str(tmp_path / "t.db"))
     summary = out[out.index("Stopped:") :]
-    assert summary.startswith("Stopped: max_steps (side a's turn ended by its max_steps")
+    assert summary.startswith("Stopped: rest (side a's turn ended: max_steps; the thread waits for the next message)")
     assert "this execution: steps 1 (a 1, b 0)" in summary and "thread total: tokens in" in summary
 
 
@@ -215,3 +217,43 @@ def test_serve_with_a_config_typo_prints_the_problem_without_a_traceback(tmp_pat
     code, out = _run("serve", "--config", str(config))
     assert code == 1 and "Traceback" not in out
     assert f"{config}, line 2: models.fast.provider: unknown provider 'openai'" in out
+
+
+def test_an_unknown_model_flag_suggests_an_alias_and_names_no_file() -> None:
+    code, out = _run("run", "support_chat", "--model", "fastt", "-m", "hi", "--db", ":memory:")
+    assert code == 1 and "Traceback" not in out
+    assert "--model fastt: not a model alias (did you mean 'fast'?)" in out
+    assert "config file named above" not in out  # no file is named: the flag is wrong, not the config
+    assert "Pass an alias the config defines, or an offline model" in out
+
+
+def test_a_failed_record_writes_no_cassette_and_keeps_an_earlier_one(tmp_path: Path, monkeypatch) -> None:
+    """A live `--record` without a key fails: before, it left an empty cassette `replay` then refused."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cassette = tmp_path / "run.json"
+    chat = ("run", "support_chat", "-m", "hi", "--db", ":memory:")
+    code, out = _run(*chat, "--model", "fast", "--record", str(cassette))
+    assert code == 1 and "OPENAI_API_KEY" in out
+    assert f"nothing recorded: the run failed, so {cassette} is not written" in out
+    assert not cassette.exists() and list(tmp_path.iterdir()) == []
+
+    recorded = tmp_path / "good.json"
+    code, out = _run(*chat, "--model", "test", "--record", str(recorded))
+    assert code == 0, out
+    before = recorded.read_bytes()
+    code, out = _run(*chat, "--model", "fast", "--record", str(recorded))
+    assert code == 1 and f"so {recorded} is left as it was" in out
+    assert recorded.read_bytes() == before
+    meta = json.loads(before)["metadata"]
+    assert (meta["agent"], meta["model"]) == ("support_chat", "test")  # `replay` runs it on `test` again
+
+
+def test_replay_runs_on_the_model_the_session_was_recorded_on(tmp_path: Path) -> None:
+    """A session recorded with `--model test` replays on `test` (before: on the prompts' own models, here
+    the scripted `demo`, which nothing served)."""
+    defs = _failing_tool_defs(tmp_path)
+    cassette = tmp_path / "chat.json"
+    code, out = _run("run", "chat", "--path", str(defs), "--model", "test", "-m", "hi", "--record", str(cassette))
+    assert code == 0, out
+    code, out = _run("replay", str(cassette), "--path", str(defs))
+    assert code == 0 and "replay matches the recording" in out, out

@@ -180,3 +180,28 @@ def test_shipped_default_config_works_without_keys(monkeypatch):
     assert cfg.model_info(None).provider_type == "scripted"
     assert cfg.resolve_provider("scripted").base_url == SCRIPTED_BASE_URL
     assert {"fast", "smart"} <= set(cfg.models)
+
+
+def test_a_config_with_another_problem_still_knows_the_builtin_test_alias(tmp_path):
+    """`default_model: test` is valid (`test` is built in): another problem in the file must not make
+    the report claim it is undefined (it did: `default_model 'test' is not defined under models`)."""
+    path = write(
+        tmp_path,
+        """\
+        providers: {openai: {}}
+        models:
+          fast: {provider: openai, model: gpt-4o-mini, timeout: -3}
+        default_model: test
+        """,
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    text = str(err.value)
+    assert "(1 problem)" in text and "models.fast.timeout" in text
+    assert "default_model" not in text
+
+
+def test_an_unknown_model_flag_suggests_the_close_alias(tmp_path):
+    config = load_config(write(tmp_path, VALID))
+    with pytest.raises(ConfigError, match=r"--model fastt: not a model alias \(did you mean 'fast'\?\) \(known: "):
+        config.add_offline_model("fastt")

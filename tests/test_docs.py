@@ -9,6 +9,7 @@ parses; one whose top-level keys are config sections is loaded as a config
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -173,3 +174,43 @@ def test_the_architecture_lists_every_module_and_only_those() -> None:
     assert len(listed) == len(set(listed)), f"listed twice: {sorted(m for m in listed if listed.count(m) > 1)}"
     assert not actual - set(listed), f"modules docs/architecture.md does not list: {sorted(actual - set(listed))}"
     assert not set(listed) - actual, f"listed in docs/architecture.md but gone: {sorted(set(listed) - actual)}"
+
+
+def test_testing_agents_examples_run_as_written_in_a_new_project(tmp_path: Path) -> None:
+    """docs/testing-agents.md, read top to bottom in a project `orchestrator init` made: each ```python block
+    whose first line names a test file (`# tests/test_x.py`) is written there, and each ```bash block (unless
+    skipped) runs there, line by line, with no key. Before, its first example could not be recorded offline,
+    did not match the shipped cassette and asserted a value no tool sets."""
+    from orchestrator.cli.scaffold import init_project
+
+    doc = REPO / "docs" / "testing-agents.md"
+    project = tmp_path / "myproj"
+    init_project(project)
+    blocks = sorted(
+        (b for b in (*_blocks("python"), *_blocks("bash")) if b.file == doc and not b.skipped), key=lambda b: b.line
+    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN")) and not k.startswith("PYTEST_")
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    written, ran = 0, 0
+    for block in blocks:
+        named = re.match(r"# (tests/\S+\.py)\n", block.code)
+        if block.lang == "python" and named:
+            (project / named.group(1)).write_text(block.code, encoding="utf-8")
+            written += 1
+        for line in block.code.splitlines() if block.lang == "bash" else ():
+            command = line.split("  #", 1)[0].strip()
+            if not command or command.startswith("#"):
+                continue
+            assert command.startswith("pytest"), f"{block.id}: only pytest commands run here: {command}"
+            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *command.split()[1:]]
+            done = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, f"{block.id}: {command}:\n{done.stdout}\n{done.stderr}"
+            ran += 1
+    assert written >= 2 and ran >= 4, "docs/testing-agents.md lost its examples"
+    cassettes = project / "tests" / "cassettes"
+    offline = json.loads((cassettes / "test_weather" / "test_weather_chat_calls_its_tool.json").read_text())
+    assert offline["interactions"] == []  # the `test` model answers in process
+    scripted = json.loads((cassettes / "test_weather_scripted" / "test_weather_in_oslo.json").read_text())
+    assert len(scripted["interactions"]) == 2

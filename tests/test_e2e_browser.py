@@ -209,10 +209,18 @@ def studio(tmp_path: Path) -> Iterator[LiveServer]:
         yield live
 
 
+_IMAGE_SHOWN = """() => { const img = document.querySelector('.tool-call[data-name=draw] .files img');
+  return img !== null && img.complete && img.naturalWidth > 0; }"""
+
+
 def test_invoked_calls_nest_and_attachments_show(studio: LiveServer, page: object) -> None:
+    """The image is displayed, not only given a blob: src: the page's CSP once blocked its own blob: URLs
+    (naturalWidth 0, the broken-image text)."""
     from playwright.sync_api import expect
 
     p = page  # type: ignore[assignment]
+    violations: list[str] = []
+    p.on("console", lambda m: "Content Security Policy" in m.text and violations.append(m.text))
     p.goto(studio.url + "/")
     p.fill("#token", "e2e-token")
     p.dispatch_event("#token", "change")
@@ -228,7 +236,55 @@ def test_invoked_calls_nest_and_attachments_show(studio: LiveServer, page: objec
         expect(nested.locator(".state")).to_have_text("✓ done")
         expect(nested.locator(".result")).to_have_text("sunny in Bergen")
         expect(draw.locator(".files img")).to_have_attribute("src", re.compile(r"^blob:"))
+        p.wait_for_function(_IMAGE_SHOWN, timeout=10_000)
+        assert p.evaluate("() => document.querySelector('.files img').naturalWidth") == 1  # the 1x1 PNG
         expect(draw.locator(".files a.file")).to_have_text("notes.txt (text/plain, 21 bytes)")
         expect(p.locator("#usage")).to_contain_text("2 requests")
         if attempt == "live":
             p.reload()
+    assert violations == []
+
+
+def test_the_page_lists_your_threads_newest_first_and_opens_one(server: LiveServer, page: object) -> None:
+    """Nobody pastes thread ids: the page lists the token's threads, newest first, with agent and status; a
+    click opens one (and a reload keeps the list). The page has its icon, and asks for no /favicon.ico."""
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    missing: list[str] = []
+    p.on("response", lambda r: r.status == 404 and missing.append(r.url))
+    _sign_in(p, server)
+    expect(p.locator("#no-threads")).to_be_visible()
+    p.select_option("#agent", "support_demo")
+    p.click("#new-thread")
+    expect(p.locator("#connection")).to_have_text("live")
+    demo_id = p.locator("#info-id").text_content()
+    p.click("#run")
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation")
+    p.select_option("#agent", "support_chat")
+    p.click("#new-thread")
+    expect(p.locator("#info-agent")).to_contain_text("support_chat")
+    chat_id = p.locator("#info-id").text_content()
+
+    rows = p.locator("#threads .thread")
+    expect(rows).to_have_count(2)
+    expect(p.locator("#no-threads")).to_be_hidden()
+    expect(rows.nth(0)).to_have_attribute("data-id", chat_id)
+    expect(rows.nth(0).locator(".agent")).to_have_text("support_chat")
+    expect(rows.nth(0).locator(".status")).to_have_text("idle")
+    expect(rows.nth(0)).to_have_attribute("aria-current", "true")
+    expect(rows.nth(1)).to_have_attribute("data-id", demo_id)
+    expect(rows.nth(1).locator(".status")).to_have_text("completed")
+
+    rows.nth(1).click()
+    expect(p.locator("#info-id")).to_have_text(demo_id)
+    expect(p.locator("#info-agent")).to_contain_text("support_demo (dual_ai)")
+    expect(p.locator(".msg.side-b").first).to_contain_text("My order A1002 has been processing")
+    expect(rows.nth(1)).to_have_attribute("aria-current", "true")
+    p.reload()
+    expect(p.locator("#threads .thread")).to_have_count(2)
+
+    icon = p.get_attribute("link[rel=icon]", "href")
+    answer = p.request.get(server.url + icon)
+    assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg+xml")
+    assert missing == []

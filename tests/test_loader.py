@@ -423,3 +423,331 @@ def test_shipped_examples_load_cleanly() -> None:
     } <= set(defs.tools)
     assert {"support_agent", "customer"} <= set(defs.prompts)
     assert {"support_demo", "support_chat"} <= set(defs.agents)
+
+
+# --------------------------------------------------------------------------
+# every problem of a file, and pydantic's refusals in our words
+# --------------------------------------------------------------------------
+
+
+def test_every_problem_of_one_definition_is_listed(project: Project) -> None:
+    """`check` used to show one problem per file, the next only once the first was fixed."""
+    project.write(
+        "tools/many.py",
+        """\
+        from orchestrator import define_tool
+
+
+        def execute(state):
+            return None
+
+
+        tool = define_tool(description="", execute=execute, progress_argument="city", timeout="soon")
+        """,
+    )
+    problems = project.problems()
+    assert [(p.rule, p.line) for p in problems] == [("invalid-definition", 8)] * 4, problems
+    messages = "\n".join(p.message for p in problems)
+    for fragment in (
+        "'description' must be a non-empty string",
+        "'execute' must be an async function",
+        "progress_argument 'city'",
+        "'timeout': Input should be a valid number",
+    ):
+        assert fragment in messages
+
+
+def test_a_prompt_and_an_agent_report_every_problem_too(project: Project) -> None:
+    project.write(
+        "prompts/broken.py",
+        """\
+        from orchestrator import define_prompt
+
+        prompt = define_prompt(prompt="Hi.", tool_description="", tools="echo", max_steps=0)
+        """,
+    )
+    project.write(
+        "agents/broken_agent.py",
+        """\
+        from orchestrator import Side, define_agent
+
+        agent = define_agent(type="dual_ai", side_a=Side("helper"), expose_as_tool=True, max_session_turns=0)
+        """,
+    )
+    by_file: dict[str, list[str]] = {}
+    for problem in project.problems():
+        by_file.setdefault(Path(problem.file).stem, []).append(problem.message)
+    assert len(by_file["broken"]) == 3 and "'max_steps': Input should be greater than or equal to 1, got 0" in (
+        "\n".join(by_file["broken"])
+    )
+    agent = "\n".join(by_file["broken_agent"])
+    assert len(by_file["broken_agent"]) == 3, agent
+    assert "needs 'side_b'" in agent and "requires 'tool_description'" in agent and "'max_session_turns'" in agent
+
+
+def test_a_pydantic_refusal_in_the_file_reads_as_a_definition_problem(project: Project) -> None:
+    project.write(
+        "agents/solo.py",
+        """\
+        from orchestrator import Side, define_agent
+
+        agent = define_agent(type="ai_human", side_a=Side("helper", max_steps=0))
+        """,
+    )
+    problem = project.only_problem()
+    assert problem.rule == "invalid-definition" and problem.line == 3
+    assert problem.message == "Side: max_steps: Input should be greater than or equal to 1, got 0"
+
+
+_ARBITRARY = """\
+from pydantic import BaseModel
+from orchestrator import ThreadState, ToolResult, define_tool
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+{body}
+"""
+
+
+def test_an_arbitrary_class_as_an_argument_is_named_without_pydantic_internals(project: Project) -> None:
+    """Before: `cannot import: PydanticSchemaGenerationError: ... Set arbitrary_types_allowed=True ...`."""
+    project.write(
+        "tools/plot.py",
+        _ARBITRARY.format(
+            body=textwrap.dedent(
+                """\
+                class Args(BaseModel):
+                    label: str
+                    at: Point | None = None
+
+
+                async def execute(state: ThreadState, args: Args) -> ToolResult:
+                    return ToolResult(status="success")
+
+
+                tool = define_tool(description="Plot", args=Args, execute=execute)
+                """
+            )
+        ),
+    )
+    project.write(
+        "tools/mark.py",
+        _ARBITRARY.format(
+            body=textwrap.dedent(
+                """\
+                @define_tool
+                async def mark(state: ThreadState, label: str, at: list[Point]) -> ToolResult:
+                    \"\"\"Mark a point.\"\"\"
+                    return ToolResult(status="success")
+                """
+            )
+        ),
+    )
+    problems = {Path(p.file).stem: p for p in project.problems()}
+    assert set(problems) == {"plot", "mark"}
+    plot, mark = problems["plot"], problems["mark"]
+    assert plot.rule == mark.rule == "unsupported-argument-type"
+    assert plot.line == 10 and plot.message.startswith("Args.at: Point is not a supported type: models send JSON")
+    assert mark.message.startswith("define_tool(mark): parameter 'at': Point is not a supported type")
+    for problem in (plot, mark):
+        assert "arbitrary_types_allowed" not in problem.message and "pydantic" not in problem.message.lower()
+        assert "_orchestrator_defs_" not in problem.message
+
+
+def test_loading_while_another_thread_imports(project: Project) -> None:
+    """`orchestrator run` imports LiteLLM in a thread beside loading; iterating sys.modules raced with it
+    (`RuntimeError: dictionary changed size during iteration`, seen once in ~10 runs)."""
+    import threading
+    import types
+
+    stop = threading.Event()
+    module = types.ModuleType("race")
+    added: list[str] = []
+
+    def importing() -> None:  # every step changes sys.modules' size, as an import does
+        while not stop.is_set() and len(added) < 100_000:
+            name = f"_race_module_{len(added)}"
+            sys.modules[name] = module
+            added.append(name)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    worker = threading.Thread(target=importing, daemon=True)
+    worker.start()
+    try:
+        for _ in range(100):
+            load_definitions(project.root)
+    finally:
+        stop.set()
+        worker.join()
+        sys.setswitchinterval(switch)
+        for name in added:
+            sys.modules.pop(name, None)
+
+
+# --------------------------------------------------------------------------
+# {placeholders} in prompts
+# --------------------------------------------------------------------------
+
+_PLACEHOLDER_PROMPT = """\
+from orchestrator import define_prompt
+
+prompt = define_prompt(
+    prompt=(
+        "You help {customer_name} with order {order_id}.\\n"
+        LINE
+    ),
+    variables={"customer_name": "a customer"},
+    tool_description="Support",
+)
+"""
+
+
+def test_a_misspelled_placeholder_names_file_line_and_a_close_name(project: Project) -> None:
+    """Before: `check` said no problems and the model received `{customer_nmae}` as written."""
+    file = project.write("prompts/support.py", _PLACEHOLDER_PROMPT.replace("LINE", '"Greet {customer_nmae} by name."'))
+    project.write(
+        "agents/chat.py",
+        """\
+        from pydantic import BaseModel
+        from orchestrator import Side, define_agent
+
+
+        class Args(BaseModel):
+            order_id: str
+
+
+        agent = define_agent(type="ai_human", side_a=Side("support"), args=Args)
+        """,
+    )
+    problem = project.only_problem()
+    assert (problem.file, problem.line, problem.rule) == (str(file), 6, "unknown-placeholder")
+    assert "placeholder {customer_nmae}" in problem.message and "did you mean 'customer_name'?" in problem.message
+    assert "{{customer_nmae}}" in problem.message  # how to write the braces as text
+    with pytest.raises(LoadError, match="customer_nmae"):
+        load_definitions(project.root)  # so `orchestrator run` and Runtime.from_path refuse it too
+
+
+def test_placeholders_filled_by_variables_prompt_args_and_agent_args(project: Project) -> None:
+    """`{order_id}` comes from the agent's arguments, `{customer_name}` from variables, `{topic}` from the
+    arguments of a prompt called as a tool, `{region}` from the arguments of an agent whose side calls it."""
+    project.write("prompts/support.py", _PLACEHOLDER_PROMPT.replace("LINE", '"Ask research about {{braces}}."'))
+    project.write(
+        "prompts/research.py",
+        """\
+        from pydantic import BaseModel
+        from orchestrator import define_prompt
+
+
+        class Args(BaseModel):
+            topic: str
+
+
+        prompt = define_prompt(prompt="Research {topic} in {region}. JSON: {{\\"a\\": 1}}", tool_description="R",
+                               args=Args)
+        """,
+    )
+    project.write(
+        "prompts/front.py",
+        'from orchestrator import define_prompt\n\nprompt = define_prompt(prompt="Front.", tools=("research",), '
+        'tool_description="F")\n',
+    )
+    project.write(
+        "agents/chat.py",
+        """\
+        from pydantic import BaseModel
+        from orchestrator import Side, define_agent
+
+
+        class Args(BaseModel):
+            order_id: str
+            region: str = "EU"
+
+
+        agent = define_agent(type="ai_human", side_a=Side("support"), args=Args)
+        """,
+    )
+    project.write(
+        "agents/desk.py",
+        """\
+        from pydantic import BaseModel
+        from orchestrator import Side, define_agent
+
+
+        class Args(BaseModel):
+            region: str
+
+
+        agent = define_agent(type="ai_human", side_a=Side("front"), args=Args)
+        """,
+    )
+    problems = project.problems()
+    assert [p for p in problems if "placeholder" in p.rule] == [], problems
+
+
+def test_a_placeholder_only_another_agent_fills_is_reported(project: Project) -> None:
+    """The arguments that count are those of the agents whose threads render the prompt."""
+    project.write("prompts/support.py", _PLACEHOLDER_PROMPT.replace("LINE", '"Region: {region}."'))
+    project.write(
+        "agents/chat.py",
+        "from orchestrator import Side, define_agent\n\n"
+        'agent = define_agent(type="ai_human", side_a=Side("support"))\n',
+    )
+    project.write(
+        "agents/desk.py",
+        """\
+        from pydantic import BaseModel
+        from orchestrator import Side, define_agent
+
+
+        class Args(BaseModel):
+            order_id: str
+            region: str
+
+
+        agent = define_agent(type="ai_human", side_a=Side("helper"), args=Args)
+        """,
+    )
+    problems = project.problems()
+    assert [(p.rule, p.line) for p in problems] == [("unknown-placeholder", 5), ("unknown-placeholder", 6)]
+    assert "{order_id}" in problems[0].message and "{region}" in problems[1].message
+    assert "(known: customer_name, message)" in problems[1].message  # nothing close: what is known
+
+
+def test_braces_that_keep_every_placeholder_unfilled_are_reported(project: Project) -> None:
+    """A JSON example beside a placeholder: the renderer cannot read the braces, so it sends the prompt as
+    written and `{customer_name}` reaches the model."""
+    project.write("prompts/support.py", _PLACEHOLDER_PROMPT.replace("LINE", '"Answer as JSON: {\\"ok\\": true}"'))
+    problem = project.only_problem()
+    assert problem.rule == "unreadable-placeholders" and problem.line == 5
+    assert "{customer_name}, {order_id} stay unfilled" in problem.message and "{{ or }}" in problem.message
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Hello {name}",
+        "Hi {{name}} and {other!r} and {third:>8}",
+        'JSON {"a": 1} only',
+        'JSON {"a": 1} and {name}',
+        "a lone } and {name}",
+        "{} and {name}",
+        "{name.upper}",
+        "{name[0]}",
+        "no braces",
+    ],
+)
+def test_the_check_reads_a_prompt_as_the_renderer_fills_it(template: str) -> None:
+    from orchestrator.definitions.placeholders import read_placeholders
+    from orchestrator.engine.views import render_prompt
+
+    found = read_placeholders(template)
+    rendered = render_prompt(template, dict.fromkeys(found.names, "VALUE"))
+    if found.unreadable is None:
+        assert not any("{" + n in rendered for n in found.names if "{{" + n not in template), rendered
+    else:
+        assert rendered == template  # sent as written: nothing filled

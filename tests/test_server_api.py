@@ -124,6 +124,23 @@ async def test_create_and_get_thread_owned_by_token_user(api: Any) -> None:
     assert (await client.get("/threads", headers=BOB)).json()["threads"] == []
 
 
+async def test_the_thread_list_is_yours_newest_first_and_pages(api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the page lists: your threads, newest first (storage lists them oldest first), with agent and status;
+    paged from the newest, also across the route's read batches."""
+    from orchestrator.server import routes
+
+    monkeypatch.setattr(routes, "_BATCH", 2)  # pages cross the batches the route reads storage in
+    client, _, _ = await api()
+    alices = [await _thread(client, agent) for agent in ("demo", "chat", "demo", "chat", "demo")]
+    bobs = await _thread(client, "chat", headers=BOB)
+    listed = (await client.get("/threads", headers=ALICE)).json()["threads"]
+    assert [t["id"] for t in listed] == alices[::-1]
+    assert [(t["agent"], t["status"]) for t in listed[:2]] == [("demo", "idle"), ("chat", "idle")]
+    page = (await client.get("/threads?limit=2&offset=1", headers=ALICE)).json()["threads"]
+    assert [t["id"] for t in page] == alices[::-1][1:3]
+    assert [t["id"] for t in (await client.get("/threads", headers=BOB)).json()["threads"]] == [bobs]
+
+
 async def test_another_users_token_gets_404_everywhere(api: Any) -> None:
     client, _, _ = await api()
     tid = await _thread(client)

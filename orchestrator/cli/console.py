@@ -1,23 +1,41 @@
 """Showing a thread live in a terminal: each side's text as it streams, tool
-calls with their progress value, results, and a summary at the end."""
+calls with their progress value, results, and a summary at the end.
+
+When the reader of the output goes away (`orchestrator run ... | head -1`), the
+view raises `OutputClosed` instead of rich's `SystemExit(1)` (which, raised in
+an asyncio task, printed a 96-line dump and could hang the exit); the session
+stops the execution, and the command group ends the process with
+`cli.errors.exit_output_closed` (status 141).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.cli.errors import OutputClosed
 from orchestrator.core.messages import Event
 
 if TYPE_CHECKING:
     from orchestrator.engine.executor import ExecutionResult
 
 
+def _console() -> Any:
+    """A rich Console whose closed output raises `OutputClosed` (rich's own raises SystemExit(1))."""
+    from rich.console import Console
+
+    class _ClosableConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more is written, even from a `finally`
+            raise OutputClosed("the output was closed")
+
+    return _ClosableConsole(highlight=False)
+
+
 class ConsoleView:
     """Renders events as they arrive. Plain text when the output is not a TTY."""
 
     def __init__(self, side_names: dict[str, str], *, console: Any = None, verbose: bool = False) -> None:
-        from rich.console import Console
-
-        self.console = console or Console(highlight=False)
+        self.console = console or _console()
         self.side_names = side_names
         self.verbose = verbose  # show a failed tool's stored (redacted) traceback
         self._speaking: tuple[str, int] | None = None
@@ -130,15 +148,15 @@ class ConsoleView:
         )
 
     def _why(self, result: Any) -> str:
-        """The execution's reason; `rest` (waiting for the person) says how the last turn ended."""
+        """The execution's reason as `result.reason` says it; `rest` (waiting for the person) adds how
+        the last turn ended (`response`, `max_steps`, ...), in the words of `turn_ended`'s reason."""
         by = f" by side {result.stopped_by}" if result.stopped_by else ""
         if result.reason != "rest":
             return f"{result.reason}{by}"
         if self._turn_end is None:
-            return "rest (waiting for the next message)"
+            return "rest (the thread waits for the next message)"
         side, reason = self._turn_end
-        label = {"max_steps": "its max_steps", "response": "an answer"}.get(reason, reason)
-        return f"{reason} (side {side}'s turn ended by {label}; the thread waits for the next message)"
+        return f"rest (side {side}'s turn ended: {reason}; the thread waits for the next message)"
 
 
 def _size(count: int) -> str:

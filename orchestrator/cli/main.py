@@ -7,8 +7,10 @@ server). New commands join with `@main.command()`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,19 @@ DEFAULT_CONFIG = "configs/default.yaml"
 _DIALECTS = ("openai", "anthropic", "gemini")  # = schema.DIALECTS, spelled here to keep --help light
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group; a closed output (`orchestrator run ... | head -1`) ends any command quietly."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from orchestrator.cli.errors import OutputClosed, exit_output_closed
+
+        try:
+            return super().invoke(ctx)
+        except (OutputClosed, BrokenPipeError):  # a run stopped its execution and closed the runtime first
+            exit_output_closed()
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, message="%(prog)s %(version)s")
 def main() -> None:
     """Run and inspect two-sided LLM agents defined in an agents/ folder."""
@@ -306,11 +320,17 @@ def init(directory: Path, force: bool) -> None:
         written = init_project(directory, force=force)
     except ScaffoldError as exc:
         raise click.ClickException(str(exc)) from None
+    import shlex
+
     click.echo(f"created {len(written)} files in {directory}. Next:")
-    click.echo(f"  cd {directory}")
-    click.echo("  orchestrator check")
-    click.echo('  orchestrator run weather_chat --model test -m "What is the weather in Oslo?"')
-    click.echo("  pytest")
+    for line in (
+        f"cd {shlex.quote(str(directory))}",
+        "orchestrator check",
+        'orchestrator run weather_chat --model test -m "What is the weather in Oslo?"',
+        "pip install -e '.[test]'   # what the tests need: pytest, pytest-asyncio",
+        "pytest",
+    ):
+        click.echo(f"  {line}")
 
 
 @main.command()
@@ -379,7 +399,7 @@ def run(
 
     verbose = show_traceback or log_level.upper() == "DEBUG"
     _import_litellm_in_background()
-    with errors_as_messages(traceback=verbose):
+    with _unless_recorded(record), errors_as_messages(traceback=verbose):
         configure_logging(log_level)
         path, configs, cassettes = _project_or_bundled(path, configs)
         if replay_file is None and model is None and record is None and _runs_on_scripted(path, configs, agent):
@@ -412,6 +432,18 @@ def run(
         click.echo(f"recorded to {record}", err=True)
 
 
+@contextlib.contextmanager
+def _unless_recorded(record: str | None) -> Iterator[None]:
+    """A failed `run --record FILE` says that nothing was recorded (the session writes only a whole run)."""
+    try:
+        yield
+    except click.ClickException as exc:
+        if not record:
+            raise
+        kept = "left as it was" if Path(record).exists() else "not written"
+        raise click.ClickException(f"{exc.message}\nnothing recorded: the run failed, so {record} is {kept}") from None
+
+
 @main.command()
 @click.argument("cassette", type=click.Path(exists=True, dir_okay=False))
 @click.option("--path", default=DEFAULT_PATH, show_default=True, help="The definitions folder.")
@@ -436,6 +468,7 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show
         agent=meta["agent"],
         path=path,
         config=configs,
+        model=meta.get("model"),
         replay=cassette,
         messages=meta.get("messages", []),
         arguments=meta.get("arguments") or None,

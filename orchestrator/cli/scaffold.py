@@ -9,12 +9,13 @@ running the example conversation on the scripted turns of `tests/recorded.py`.
 from __future__ import annotations
 
 import asyncio
+import re
 import runpy
 import shutil
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["ScaffoldError", "bundled_project", "init_project"]
+__all__ = ["ScaffoldError", "bundled_project", "init_project", "project_name"]
 
 _RENAMES = {"gitignore.txt": ".gitignore"}  # a `.gitignore` inside the package would hide files from git
 _RENDERED = {"README.md", "pyproject.toml"}
@@ -45,14 +46,25 @@ def init_project(target: Path, *, force: bool = False) -> list[Path]:
         destination = target / relative.parent / _RENAMES.get(relative.name, relative.name)
         destination.parent.mkdir(parents=True, exist_ok=True)
         if relative.name in _RENDERED:
-            destination.write_text(
-                source.read_text(encoding="utf-8").replace("{name}", target.resolve().name), encoding="utf-8"
-            )
+            destination.write_text(_render(source.read_text(encoding="utf-8"), target), encoding="utf-8")
         else:
             shutil.copyfile(source, destination)
         written.append(destination)
     written.append(asyncio.run(_record_example(target)))
     return written
+
+
+def _render(text: str, target: Path) -> str:
+    """A template with the project's name and the runtime version it needs (`pip install -e .` reads both)."""
+    from orchestrator import __version__
+
+    return text.replace("{name}", project_name(target)).replace("{version}", __version__)
+
+
+def project_name(target: Path) -> str:
+    """The folder's name as a valid distribution name (PEP 508): `pip install -e .` refuses any other."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", target.resolve().name).strip("-._")
+    return name or "agents-project"
 
 
 async def _record_example(target: Path) -> Path:

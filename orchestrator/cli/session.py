@@ -3,7 +3,10 @@
 A recorded session is a cassette (see `providers.cassette`) whose metadata
 holds what is needed to run it again (agent, arguments, the person's
 messages) and what it produced (the transcript), so `orchestrator replay`
-can re-run it and say whether messages and tool calls match.
+can re-run it and say whether messages and tool calls match. A session that
+fails records nothing: the cassette is written beside its path and moved
+there only when the session ends well, so a failed `--record` neither leaves
+an empty cassette that `replay` refuses nor replaces a good one.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -119,6 +123,7 @@ async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, 
             if recorder is not None:
                 recorder.cassette.metadata.update(
                     agent=options.agent,
+                    model=options.model,  # `replay` runs on it again (`--model test` answers in process)
                     arguments=options.arguments or {},
                     messages=list(options.messages),
                     transcript=transcript(messages),
@@ -127,6 +132,8 @@ async def run_session(options: SessionOptions) -> tuple[ExecutionResult | None, 
 
 
 async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | None:
+    """Run the conversation while a watcher shows its events; a closed output (`| head -1`) stops the
+    execution and raises `OutputClosed` here once the thread rests."""
     from orchestrator.cli.console import ConsoleView
 
     view = ConsoleView(_side_names(thread), verbose=options.verbose) if options.show else None
@@ -136,30 +143,45 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
         if thread.agent.type == "dual_ai":
             result = await thread.run()
         else:
-            sent = 0
-            for text in options.messages:
-                result = await thread.send(text)
-                sent += 1
-            while options.interactive or options.read_stdin:
-                line = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
-                if line is None:
-                    break
-                if line:
-                    result = await thread.send(line)
-                    sent += 1
-            if not sent and not options.interactive:
-                raise NothingToSend(
-                    f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "
-                    "pass -m TEXT (repeat for more turns) or pipe lines on stdin"
-                )
+            result = await _converse(thread, options, watcher)
     finally:
         if watcher is not None:
             await asyncio.sleep(0)
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+                await watcher  # raises OutputClosed if the output closed
     if view is not None and result is not None:
         view.summary(result)
+    return result
+
+
+async def _converse(
+    thread: Thread, options: SessionOptions, watcher: asyncio.Task[None] | None
+) -> ExecutionResult | None:
+    """An ai_human session: the messages given, then stdin's lines or the prompt's, until EOF."""
+    result: ExecutionResult | None = None
+    sent = 0
+
+    def output_open() -> bool:
+        return watcher is None or not watcher.done()
+
+    for text in options.messages:
+        if not output_open():
+            return result
+        result = await thread.send(text)
+        sent += 1
+    while (options.interactive or options.read_stdin) and output_open():
+        line = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
+        if line is None or not output_open():
+            break
+        if line:
+            result = await thread.send(line)
+            sent += 1
+    if not sent and not options.interactive:
+        raise NothingToSend(
+            f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "
+            "pass -m TEXT (repeat for more turns) or pipe lines on stdin"
+        )
     return result
 
 
@@ -178,8 +200,14 @@ def _prompt() -> str | None:
 
 
 async def _watch(thread: Thread, view: Any) -> None:
-    async for event in thread.events():
-        view.show(event)
+    from orchestrator.cli.errors import OutputClosed
+
+    try:
+        async for event in thread.events():
+            view.show(event)
+    except OutputClosed:
+        thread.stop("output closed")  # its stream and tools are cancelled; the execution ends stored
+        raise
 
 
 def _side_names(thread: Thread) -> dict[str, str]:
@@ -199,8 +227,18 @@ def _http_context(options: SessionOptions, runtime: Runtime) -> Any:
     elif options.record:
         from orchestrator.runtime import _config_secrets
 
-        with record(options.record, secrets=_config_secrets(runtime.config)) as recorder:
+        target = Path(options.record)
+        partial = target.with_name(f".{target.name}.partial")
+        recorder = record(partial, secrets=_config_secrets(runtime.config))
+        recorder.start()
+        try:
             yield recorder
+        except BaseException:
+            recorder.stop()
+            partial.unlink(missing_ok=True)  # nothing recorded; an earlier cassette at `target` stays
+            raise
+        recorder.stop()
+        os.replace(partial, target)
     else:
         yield None
 

@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import re
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, JsonValue, RootModel
+from pydantic import BaseModel, JsonValue, PydanticSchemaGenerationError, RootModel
 from pydantic.fields import FieldInfo
 
 from orchestrator.definitions.define import DefinitionError
 
-__all__ = ["MAX_DEPTH", "SchemaError", "check_args_model", "is_plain_string_field", "join_path"]
+__all__ = [
+    "MAX_DEPTH",
+    "SchemaError",
+    "check_args_model",
+    "is_plain_string_field",
+    "join_path",
+    "mentions_class",
+    "unsupported_class",
+]
 
 MAX_DEPTH = 7
 
@@ -43,6 +52,27 @@ def check_args_model(model: type[BaseModel]) -> None:
         model.model_json_schema()
     except Exception as exc:  # e.g. a default pydantic cannot serialise
         raise SchemaError(f"{model.__name__}: cannot build a JSON schema: {exc}") from exc
+
+
+def unsupported_class(exc: Exception) -> tuple[str, str] | None:
+    """(the class's name, what to say) when pydantic refused an argument model over a class it cannot
+    validate; None for any other error. Pydantic's own text suggests `arbitrary_types_allowed`, which
+    only moves the failure to the JSON schema a model is sent (and leaks pydantic internals)."""
+    if not isinstance(exc, PydanticSchemaGenerationError):
+        return None
+    found = re.search(r"schema for (.+?)\. Set `arbitrary_types_allowed", str(exc))
+    shown = found.group(1) if found else "a class"
+    plain = re.fullmatch(r"<class '(?:[\w.]*\.)?(\w+)'>", shown)
+    name = plain.group(1) if plain else shown
+    reason = f"{name} is not a supported type: models send JSON; make {name} a BaseModel ({_SUPPORTED})"
+    return name, reason
+
+
+def mentions_class(annotation: Any, name: str) -> bool:
+    """True when `annotation` is, or holds (list[X], X | None, Annotated[X, ...]), a class called `name`."""
+    if getattr(annotation, "__name__", None) == name and isinstance(annotation, type):
+        return True
+    return any(mentions_class(arg, name) for arg in get_args(annotation))
 
 
 def is_plain_string_field(field: FieldInfo) -> bool:

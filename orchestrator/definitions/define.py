@@ -8,11 +8,12 @@ The loader gives each definition its name from its file's stem.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Self
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.core.messages import EnvType
 from orchestrator.core.results import AttachmentRef, ToolAttachment, ToolResult
@@ -24,6 +25,7 @@ __all__ = [
     "AgentDefinition",
     "AttachmentRef",
     "DefinitionError",
+    "DefinitionErrors",
     "HookDefinition",
     "HOOK_NAMES",
     "MessageArgs",
@@ -43,6 +45,53 @@ __all__ = [
 
 class DefinitionError(ValueError):
     """A definition is malformed. The message names the field and what was expected."""
+
+
+class DefinitionErrors(DefinitionError):
+    """Several problems of one definition, found together (each a `DefinitionError` in `errors`), so
+    `orchestrator check` lists them all instead of the next one only once the first is fixed."""
+
+    def __init__(self, errors: Sequence[DefinitionError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+_D = TypeVar("_D", bound=BaseModel)
+
+
+class _Problems:
+    """What one define_* call found wrong: each check runs, then the definition is built (pydantic's
+    own errors join, for fields no check reported), then everything found is raised at once."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        self.errors: list[DefinitionError] = []
+        self.fields: set[str] = set()
+
+    @contextlib.contextmanager
+    def check(self, field: str) -> Iterator[None]:
+        try:
+            yield
+        except DefinitionError as exc:
+            self.errors += exc.errors if isinstance(exc, DefinitionErrors) else [exc]
+            self.fields.add(field)
+
+    def build(self, cls: type[_D], **fields: Any) -> _D:
+        try:
+            built = cls(**fields)
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else ""
+                if field not in self.fields:
+                    where = ".".join(str(part) for part in error["loc"])
+                    got = repr(error.get("input"))
+                    got = got if len(got) <= 80 else got[:77] + "..."
+                    self.errors.append(DefinitionError(f"{self.function}: {where!r}: {error['msg']}, got {got}"))
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise DefinitionErrors(self.errors)
+        return built
 
 
 ExecutionMode = Literal["local", "provider"]
@@ -193,15 +242,18 @@ def define_tool(
             "define_tool: 'execute' is required, or pass a function: @define_tool, or "
             "tool = define_tool(fn, timeout=...) to give options"
         )
-    if not isinstance(description, str) or not description.strip():
-        raise DefinitionError("define_tool: 'description' must be a non-empty string")
-    _check_tool(execute, args, uses, progress_argument, execution_mode, execution_provider)
-    return ToolDefinition(
+    problems = _Problems("define_tool")
+    with problems.check("description"):
+        if not isinstance(description, str) or not description.strip():
+            raise DefinitionError("define_tool: 'description' must be a non-empty string")
+    _check_tool(problems, execute, args, uses, progress_argument, execution_mode, execution_provider)
+    return problems.build(
+        ToolDefinition,
         description=description,
         execute=execute,
         args=args,
-        variables=tuple(variables),
-        uses=tuple(uses),
+        variables=tuple(variables) if isinstance(variables, (list, tuple)) else variables,
+        uses=tuple(uses) if isinstance(uses, (list, tuple)) else uses,
         progress_argument=progress_argument,
         annotations=annotations,
         execution_mode=execution_mode,
@@ -223,6 +275,7 @@ def _from_function(fn: ToolExecute, description: str | None) -> tuple[str | None
 
 
 def _check_tool(
+    problems: _Problems,
     execute: ToolExecute,
     args: type[BaseModel] | None,
     uses: tuple[str, ...] | list[str],
@@ -230,22 +283,32 @@ def _check_tool(
     execution_mode: ExecutionMode,
     execution_provider: str | None,
 ) -> None:
-    """`define_tool`'s other options, checked at definition time, naming the option."""
-    if args is not None:
-        if not (isinstance(args, type) and issubclass(args, BaseModel)):
-            raise DefinitionError(f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}")
-        from orchestrator.definitions.arg_types import check_args_model
+    """`define_tool`'s other options, checked at definition time, naming the option (every one is checked)."""
+    with problems.check("args"):
+        if args is not None:
+            if not (isinstance(args, type) and issubclass(args, BaseModel)):
+                raise DefinitionError(f"define_tool: 'args' must be a pydantic BaseModel subclass, got {args!r}")
+            from orchestrator.definitions.arg_types import check_args_model
 
-        check_args_model(args)  # raises SchemaError (a DefinitionError) naming the field path
-    if execution_mode not in ("local", "provider"):
-        raise DefinitionError(f"define_tool: 'execution_mode' must be 'local' or 'provider', got {execution_mode!r}")
-    if execution_mode == "provider" and not execution_provider:
-        raise DefinitionError("define_tool: execution_mode='provider' requires 'execution_provider' (e.g. 'anthropic')")
+            check_args_model(args)  # raises SchemaError (a DefinitionError) naming the field path
+    with problems.check("execution_mode"):
+        if execution_mode not in ("local", "provider"):
+            raise DefinitionError(
+                f"define_tool: 'execution_mode' must be 'local' or 'provider', got {execution_mode!r}"
+            )
+        if execution_mode == "provider" and not execution_provider:
+            raise DefinitionError(
+                "define_tool: execution_mode='provider' requires 'execution_provider' (e.g. 'anthropic')"
+            )
     if execution_mode == "local":
-        _check_execute(execute, with_args=args is not None)
-    _check_progress_argument(progress_argument, args)
-    if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):  # type: ignore[unreachable]  # untyped callers
-        raise DefinitionError("define_tool: 'uses' must be a tuple of tool names")
+        with problems.check("execute"):
+            _check_execute(execute, with_args=args is not None)
+    if "args" not in problems.fields:  # a broken args model has no fields to name
+        with problems.check("progress_argument"):
+            _check_progress_argument(progress_argument, args)
+    with problems.check("uses"):
+        if isinstance(uses, str) or not all(isinstance(u, str) for u in uses):  # type: ignore[unreachable]  # untyped callers
+            raise DefinitionError("define_tool: 'uses' must be a tuple of tool names")
 
 
 def define_prompt(
@@ -263,22 +326,34 @@ def define_prompt(
 
     Every prompt is callable as a tool, so `tool_description` is required.
     """
-    if not isinstance(tool_description, str) or not tool_description.strip():
-        raise DefinitionError("define_prompt: 'tool_description' is required (every prompt is callable as a tool)")
-    if args is not None:
-        from orchestrator.definitions.arg_types import check_args_model
+    problems = _Problems("define_prompt")
+    with problems.check("tool_description"):
+        if not isinstance(tool_description, str) or not tool_description.strip():
+            raise DefinitionError("define_prompt: 'tool_description' is required (every prompt is callable as a tool)")
+    with problems.check("tools"):
+        if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):  # type: ignore[unreachable]  # untyped callers
+            raise DefinitionError(f"define_prompt: 'tools' must be a tuple of tool names, got {tools!r}")
+    with problems.check("args"):
+        if args is not None:
+            from orchestrator.definitions.arg_types import check_args_model
 
-        check_args_model(args)
-    return PromptDefinition(
+            check_args_model(args)
+    return problems.build(
+        PromptDefinition,
         prompt=prompt,
         tool_description=tool_description,
         model=model,
-        tools=tuple(tools),
-        variables=dict(variables or {}),
-        env=dict(env or {}),
+        tools=tuple(tools) if "tools" not in problems.fields else (),
+        variables=_mapping(variables),
+        env=_mapping(env),
         args=args or MessageArgs,
         max_steps=max_steps,
     )
+
+
+def _mapping(value: Mapping[str, str] | None) -> Any:
+    """A copy of a mapping option; anything else as given, for pydantic to name what is wrong."""
+    return dict(value) if isinstance(value, Mapping) else value if value is not None else {}
 
 
 def define_agent(
@@ -294,17 +369,23 @@ def define_agent(
     title: str | None = None,
 ) -> AgentDefinition:
     """Define an agent: `ai_human` (side b is a person) or `dual_ai` (both AI)."""
-    if type not in ("ai_human", "dual_ai"):
-        raise DefinitionError(f"define_agent: 'type' must be 'ai_human' or 'dual_ai', got {type!r}")
-    if type == "dual_ai" and side_b is None:
-        raise DefinitionError("define_agent: a 'dual_ai' agent needs 'side_b' (a Side with a prompt)")
-    if expose_as_tool and not tool_description:
-        raise DefinitionError("define_agent: expose_as_tool=True requires 'tool_description'")
-    if args is not None:
-        from orchestrator.definitions.arg_types import check_args_model
+    problems = _Problems("define_agent")
+    with problems.check("type"):
+        if type not in ("ai_human", "dual_ai"):
+            raise DefinitionError(f"define_agent: 'type' must be 'ai_human' or 'dual_ai', got {type!r}")
+    with problems.check("side_b"):
+        if type == "dual_ai" and side_b is None:
+            raise DefinitionError("define_agent: a 'dual_ai' agent needs 'side_b' (a Side with a prompt)")
+    with problems.check("tool_description"):
+        if expose_as_tool and not tool_description:
+            raise DefinitionError("define_agent: expose_as_tool=True requires 'tool_description'")
+    with problems.check("args"):
+        if args is not None:
+            from orchestrator.definitions.arg_types import check_args_model
 
-        check_args_model(args)
-    return AgentDefinition(
+            check_args_model(args)
+    return problems.build(
+        AgentDefinition,
         type=type,
         side_a=side_a,
         side_b=side_b,
@@ -312,7 +393,7 @@ def define_agent(
         expose_as_tool=expose_as_tool,
         tool_description=tool_description,
         args=args or (MessageArgs if expose_as_tool else None),
-        env=dict(env or {}),
+        env=_mapping(env),
         title=title,
     )
 

@@ -23,7 +23,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from orchestrator.definitions.arg_types import SchemaError, check_args_model
+from orchestrator.definitions.arg_types import SchemaError, check_args_model, mentions_class, unsupported_class
 from orchestrator.definitions.define import DefinitionError
 from orchestrator.definitions.thread_state import ThreadState
 
@@ -111,6 +111,10 @@ def _model(name: str, fields: dict[str, tuple[Any, Any]], where: str) -> type[Ba
         config = ConfigDict(protected_namespaces=())  # a parameter may be called `model_name`
         model: type[BaseModel] = create_model(name, __config__=config, **fields)  # type: ignore[call-overload]
     except Exception as exc:  # pydantic refuses the annotation itself (e.g. a default inside Annotated)
+        refused = unsupported_class(exc)  # a class pydantic cannot validate: name the parameter, not pydantic
+        if refused is not None:
+            param = next((n for n, (hint, _) in fields.items() if mentions_class(hint, refused[0])), None)
+            raise SchemaError(f"{where}: {f'parameter {param!r}: ' if param else ''}{refused[1]}") from None
         raise DefinitionError(f"{where}: cannot build its arguments: {exc}") from None
     try:
         check_args_model(model)

@@ -18,7 +18,14 @@ The rules, each reported as a `Problem` naming the file and the rule:
 - every reference (a prompt's `tools`, a tool's `uses`, an agent's side
   prompts, `stop_tool` and `end_conversation_tool`) names something that
   exists; an unknown name comes with the closest existing names;
-- tools declaring the same env name agree on its `scope` (who may set it).
+- tools declaring the same env name agree on its `scope` (who may set it);
+- every `{name}` placeholder of a prompt is something that fills it: one of its
+  `variables` (a default), a field of its arguments model (when called as a tool),
+  or of the arguments model of an agent whose thread renders it (`{{` writes a brace);
+  and the prompt's braces let the renderer fill them at all.
+
+A definition with several problems reports each of them (`define_*` check every
+option before raising), as does a pydantic model that refuses its fields.
 
 Every problem is collected before anything is raised, so `orchestrator check`
 can show them all at once. Modules load under a private package named after
@@ -39,14 +46,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ValidationError
+
+from orchestrator.definitions.arg_types import unsupported_class
 from orchestrator.definitions.define import (
     AgentDefinition,
     DefinitionError,
+    DefinitionErrors,
     HookDefinition,
     PromptDefinition,
     ToolDefinition,
     _Definition,
 )
+from orchestrator.definitions.placeholders import line_of_placeholder, read_placeholders
 from orchestrator.definitions.schema import JsonSchema, SchemaError, tool_spec
 
 __all__ = [
@@ -189,6 +201,7 @@ class _Loader:
         self._check_unique_names()
         self._check_references()
         self._check_variable_scopes()
+        self._check_placeholders()
         return self.defs
 
     def _problem(self, file: Path, rule: str, message: str, line: int | None = None) -> None:
@@ -278,13 +291,24 @@ class _Loader:
     def _import(self, module_name: str, file: Path) -> types.ModuleType | None:
         try:
             return importlib.import_module(module_name)
-        except SchemaError as exc:
-            self._problem(file, "unsupported-argument-type", str(exc), _error_line(exc, file))
-        except DefinitionError as exc:
-            self._problem(file, "invalid-definition", str(exc), _error_line(exc, file))
+        except DefinitionError as exc:  # each problem of the definition, on a line of its own
+            for error in exc.errors if isinstance(exc, DefinitionErrors) else [exc]:
+                rule = "unsupported-argument-type" if isinstance(error, SchemaError) else "invalid-definition"
+                self._problem(file, rule, str(error), _error_line(exc, file))
+        except ValidationError as exc:  # e.g. Side(max_steps=0): pydantic's check, one problem per field
+            for detail in exc.errors():
+                loc = ".".join(str(part) for part in detail["loc"])
+                message = f"{exc.title}: {loc + ': ' if loc else ''}{detail['msg']}, got {detail.get('input')!r:.80}"
+                self._problem(file, "invalid-definition", message, _error_line(exc, file))
         except (Exception, SystemExit) as exc:
             line = _error_line(exc, file)
-            self._problem(file, "import-error", f"cannot import: {type(exc).__name__}: {exc}", line)
+            refused = unsupported_class(exc) if isinstance(exc, Exception) else None
+            if refused is not None:  # pydantic's own text would suggest arbitrary_types_allowed
+                class_name, reason = refused
+                field = _class_field(file, line, class_name)
+                self._problem(file, "unsupported-argument-type", f"{field}: {reason}" if field else reason, line)
+            else:
+                self._problem(file, "import-error", f"cannot import: {type(exc).__name__}: {exc}", line)
         sys.modules.pop(module_name, None)
         return None
 
@@ -352,6 +376,38 @@ class _Loader:
                 _line_of(self.files[("tools", tool)], name),
             )
 
+    def _check_placeholders(self) -> None:
+        """Each prompt's `{name}`s against what fills them (see the module doc)."""
+        renderers = _agents_rendering(self.defs)
+        for name, prompt in self.defs.prompts.items():
+            file = self.files[("prompts", name)]
+            found = read_placeholders(prompt.prompt)
+            if found.unreadable is not None and found.names:
+                listed = ", ".join("{" + n + "}" for n in found.names)
+                self._problem(
+                    file,
+                    "unreadable-placeholders",
+                    f"prompt {name!r}: its braces cannot be filled ({found.unreadable}), so the prompt is sent "
+                    f"as written and {listed} stay unfilled; write a brace that is text as {{{{ or }}}}",
+                    _placeholder_line(file, found.names[0]),
+                )
+                continue
+            if self.failed["agents"]:
+                continue  # an agent that did not load may be the one whose arguments fill them
+            known = set(prompt.variables) | _fields(prompt.args)
+            for agent in renderers.get(name, ()):
+                known |= _fields(self.defs.agents[agent].args)
+            for placeholder in found.names:
+                if placeholder not in known:
+                    self._problem(
+                        file,
+                        "unknown-placeholder",
+                        f"prompt {name!r}: placeholder {{{placeholder}}} is not one of its variables or "
+                        f"arguments, nor an argument of an agent running it{_suggest_name(placeholder, known)}; "
+                        f"give it a default in variables=, or write {{{{{placeholder}}}}} for the braces as text",
+                        _placeholder_line(file, placeholder),
+                    )
+
     def _check_side(self, agent: str, label: str, side: Any, callables: set[str]) -> None:
         key = ("agents", agent)
         prompts = set(self.defs.prompts) | self.failed["prompts"]
@@ -391,7 +447,9 @@ def _fresh_package(root: Path) -> str:
     """Make (again) the private package the folder's modules load under."""
     digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]
     package = f"_orchestrator_defs_{digest}"
-    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+    # a copy first: another thread may be importing (the CLI imports LiteLLM beside loading), and iterating
+    # sys.modules itself then fails with "dictionary changed size during iteration"
+    for name in [n for n in tuple(sys.modules) if n == package or n.startswith(package + ".")]:
         del sys.modules[name]
     importlib.invalidate_caches()
     _package_module(package, root)
@@ -429,6 +487,59 @@ def _error_line(exc: BaseException, file: Path) -> int | None:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if Path(frame.filename).resolve() == target:
             return frame.lineno
+    return None
+
+
+def _agents_rendering(defs: Definitions) -> dict[str, set[str]]:
+    """prompt -> the agents whose threads render it: as a side, or called as a tool (at any depth) from one."""
+    out: dict[str, set[str]] = {}
+    for agent_name, agent in defs.agents.items():
+        todo = [side.prompt for side in (agent.side_a, agent.side_b) if side is not None]
+        while todo:
+            prompt = todo.pop()
+            if prompt in defs.prompts and agent_name not in out.setdefault(prompt, set()):
+                out[prompt].add(agent_name)
+                todo += [t for t in defs.prompts[prompt].tools if t in defs.prompts]
+    return out
+
+
+def _fields(args: type[BaseModel] | None) -> set[str]:
+    if args is None:
+        return set()
+    return set(args.model_fields) | {f.alias for f in args.model_fields.values() if f.alias}
+
+
+def _suggest_name(name: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f" (known: {', '.join(sorted(known))})" if known else " (it declares no variables)"
+
+
+def _placeholder_line(file: Path, name: str) -> int | None:
+    try:
+        return line_of_placeholder(file.read_text(encoding="utf-8"), name)
+    except OSError:
+        return None
+
+
+def _class_field(file: Path, line: int | None, class_name: str) -> str | None:
+    """`Model.field` for the field of the class defined at `line` whose annotation names `class_name`."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    named = {n.id for n in ast.walk(item.annotation) if isinstance(n, ast.Name)}
+                    named |= {n.attr for n in ast.walk(item.annotation) if isinstance(n, ast.Attribute)}
+                    if class_name in named:
+                        return f"{node.name}.{item.target.id}"
+            return node.name
     return None
 
 

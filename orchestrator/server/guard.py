@@ -32,8 +32,10 @@ from orchestrator.server.docs import DOCS_PATH, SWAGGER_UI
 from orchestrator.server.errors import error_response
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+# img-src has blob:: the page fetches a thread's images with its token and shows them from blob: URLs it
+# made itself (an <img src> cannot send the Authorization header); without it no attachment ever showed
 PAGE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 DOCS_CSP = PAGE_CSP.replace("script-src 'self'", f"script-src 'self' {SWAGGER_UI}").replace(

@@ -8,6 +8,7 @@ the runtime. Long work (executions) goes to `Runs` and answers 202.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 from typing import Annotated, Any, Literal
 
@@ -15,7 +16,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from orchestrator.core.messages import SideName
+from orchestrator.core.messages import SideName, ThreadRecord
 from orchestrator.definitions.define import MessageArgs, ToolDefinition
 from orchestrator.engine.executor import ExecutionFailed, ExecutionResult
 from orchestrator.runtime import Runtime, Thread
@@ -145,15 +146,33 @@ async def list_threads(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> ThreadList:
-    """Your threads, newest first as storage orders them (all threads when auth is off)."""
-    records = await srv.runtime.list_threads(
-        user_id=who.user_id if srv.auth.enabled else None, limit=limit, offset=offset
-    )
+    """Your threads, newest first (all threads when auth is off); the page lists them so nobody pastes ids."""
+    user_id = who.user_id if srv.auth.enabled else None
+    records = await _newest_first(srv.runtime, user_id, limit, offset)
     threads = []
     for record in records:
         if record.agent_id in srv.runtime.definitions.agents:  # skip threads of agents no longer defined
             threads.append(thread_out(srv, Thread(srv.runtime, record)))
     return ThreadList(threads=threads)
+
+
+async def _newest_first(runtime: Runtime, user_id: str | None, limit: int, offset: int) -> list[ThreadRecord]:
+    """A page of `user_id`'s threads, newest first. Storage lists oldest first, so this reads the user's
+    threads in batches and keeps only the last `offset + limit` (memory bounded by the page, reads by the
+    user's thread count); a storage `order` would make it one query."""
+    keep: collections.deque[ThreadRecord] = collections.deque(maxlen=offset + limit)
+    start = 0
+    while True:
+        batch = await runtime.list_threads(user_id=user_id, limit=_BATCH, offset=start)
+        keep.extend(batch)
+        if len(batch) < _BATCH:
+            break
+        start += _BATCH
+    newest = list(reversed(keep))
+    return newest[offset : offset + limit]
+
+
+_BATCH = 500
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadOut, responses=_THREAD, tags=["threads"])

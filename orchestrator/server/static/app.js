@@ -263,7 +263,7 @@ function handle(ev) {
     case "execution_started":
       view.sideSteps = { a: 0, b: 0 };
       $("step-count").textContent = $("side-a-steps").textContent = $("side-b-steps").textContent = "0";
-      setRunning(true, "running"); break;
+      setRunning(true, "running"); loadThreads(); break;
     case "step_started":
       $("step-count").textContent = d.step;
       view.sideSteps[d.side] += 1;
@@ -272,8 +272,8 @@ function handle(ev) {
     case "turn_started": $("turn-count").textContent = d.turn; break;
     case "execution_stopped":
       setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`);
-      refreshUsage(); break;
-    case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); break;
+      refreshUsage(); loadThreads(); break;
+    case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); loadThreads(); break;
   }
   if (!BUILTIN_EVENTS.has(ev.type)) log("custom-events", ev, brief(ev.data));
   log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
@@ -316,8 +316,45 @@ async function openThread(id) {
   setUsage(thread.usage);
   setRunning(thread.running, thread.status);
   history.replaceState(null, "", `#thread=${thread.id}`);
+  for (const b of document.querySelectorAll("#threads .thread")) {
+    if (b.dataset.id === thread.id) b.setAttribute("aria-current", "true"); else b.removeAttribute("aria-current");
+  }
   await eventTypesReady;
   connect();
+}
+
+// -- your threads: newest first, with agent and status (GET /threads answers only the token's own) --
+
+function threadStatus(t) { return t.running ? "running" : t.status; }
+
+function renderThreads(threads) {
+  const list = $("threads");
+  list.replaceChildren(...threads.map((t) => {
+    const item = el("li");
+    const button = el("button", "thread");
+    button.type = "button";
+    button.dataset.id = t.id;
+    if (t.id === view.threadId) button.setAttribute("aria-current", "true");
+    button.appendChild(el("span", "agent", t.agent));
+    button.appendChild(el("span", `status status-${threadStatus(t)}`, threadStatus(t)));
+    button.appendChild(el("time", null, new Date(t.created_at * 1000).toLocaleString()));
+    button.appendChild(el("code", "id", t.id));
+    button.addEventListener("click", () => openThread(t.id).catch(() => {}));
+    item.appendChild(button);
+    return item;
+  }));
+  $("no-threads").hidden = threads.length > 0;
+}
+
+let threadsLoading = null;
+function loadThreads() {
+  // one request at a time; a change said while one is out loads again after it
+  if (threadsLoading) { threadsLoading.again = true; return threadsLoading.done; }
+  const state = { again: false };
+  state.done = api("GET", "/threads?limit=50").then(({ threads }) => renderThreads(threads))
+    .catch(() => {}).finally(() => { threadsLoading = null; if (state.again) loadThreads(); });
+  threadsLoading = state;
+  return state.done;
 }
 
 async function loadAgents() {
@@ -338,11 +375,15 @@ function control(path, body) {
 
 function init() {
   $("token").value = localStorage.getItem("orchestrator.token") || "";
-  $("token").addEventListener("change", () => { localStorage.setItem("orchestrator.token", token()); loadAgents().catch(() => {}); });
+  $("token").addEventListener("change", () => {
+    localStorage.setItem("orchestrator.token", token());
+    loadAgents().then(loadThreads).catch(() => {});
+  });
   $("new-thread").onclick = async () => {
     const thread = await api("POST", "/threads", { agent: $("agent").value }).catch(() => null);
-    if (thread) await openThread(thread.id);
+    if (thread) { await openThread(thread.id); loadThreads(); }
   };
+  $("refresh-threads").onclick = () => loadThreads();
   $("open-thread").onclick = () => openThread($("thread-id").value.trim()).catch(() => {});
   $("run").onclick = control("/run");
   $("stop").onclick = control("/stop");
@@ -359,7 +400,7 @@ function init() {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   const wanted = new URLSearchParams(location.hash.slice(1)).get("thread");
-  loadAgents().then(() => wanted && openThread(wanted)).catch(() => {});
+  loadAgents().then(() => { loadThreads(); return wanted && openThread(wanted); }).catch(() => {});
 }
 
 init();
