@@ -54,11 +54,10 @@ def temporal_options(*, required: bool) -> Callable[[_Command], _Command]:
     """`--temporal`, `--namespace`, `--task-queue`, `--heartbeat-timeout`: required on a worker, optional for serve."""
     where = "" if required else " (with --temporal)"
     return _stack(
-        click.option(
+        click.option(  # no `default`: with one (even None) click takes an empty env variable for a value
             "--temporal",
             envvar="ORCHESTRATOR_TEMPORAL",
             required=required,
-            default=None,
             metavar="HOST:PORT",
             help="The Temporal frontend (env ORCHESTRATOR_TEMPORAL)."
             if required
