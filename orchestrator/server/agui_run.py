@@ -53,6 +53,8 @@ async def read_input(request: Request) -> RunAgentInput:
         raise ApiError(422, "invalid_state", "must be a JSON object (one store key per field)", "body.state")
     if body.state is not None and len(body.state) > MAX_STATE_KEYS:
         raise ApiError(422, "invalid_state", f"at most {MAX_STATE_KEYS} keys, got {len(body.state)}", "body.state")
+    if body.state is not None and not all(0 < len(key) <= 256 for key in body.state):
+        raise ApiError(422, "invalid_state", "keys must be 1-256 characters", "body.state")
     if body.state is not None and json_depth(body.state) > MAX_JSON_DEPTH:
         raise ApiError(422, "invalid_state", f"nests deeper than {MAX_JSON_DEPTH} levels", "body.state")
     return body
@@ -111,6 +113,8 @@ def _person_text(thread: Thread, body: RunAgentInput) -> str | None:
 async def run(srv: ServerState, thread: Thread, body: RunAgentInput) -> StreamingResponse:
     """Start the execution (409 now if the thread is busy), then answer its events as they come."""
     text = _person_text(thread, body)
+    if srv.runs.running(thread.id):  # before the state is written: a refused run changes nothing
+        raise ApiError(409, "thread_busy", f"thread {thread.id} is already running an execution", "body.threadId")
     keys = await _write_state(thread, body.state)
     after = await srv.runtime.storage.last_event_seq(thread.id)
     await _start(srv, thread, text)
@@ -124,8 +128,6 @@ async def _write_state(thread: Thread, state: object) -> list[str]:
     if not isinstance(state, dict):
         return []
     for key, value in state.items():
-        if not 0 < len(key) <= 256:
-            raise ApiError(422, "invalid_state", "keys must be 1-256 characters", "body.state")
         try:
             await thread.state.set_value(key, value)
         except (TypeError, ValueError) as exc:
