@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -289,15 +289,24 @@ class Thread:
     # run(), send() and start() are plain functions returning a coroutine: the call
     # itself announces the start, so a stop said right after it (before the
     # coroutine first runs) is kept and ends the execution before its first request.
-    def run(self) -> Coroutine[Any, Any, ExecutionResult]:
+    # `output=Model` (side a's prompt's output type): the result's `output` is checked to be one and typed so.
+    @overload
+    def run(self) -> Coroutine[Any, Any, ExecutionResult]: ...
+    @overload
+    def run(self, *, output: type[_Out]) -> Coroutine[Any, Any, ExecutionResult[_Out]]: ...
+    def run(self, *, output: type[_Out] | None = None) -> Coroutine[Any, Any, ExecutionResult[Any]]:
         """Run a dual_ai thread until its execution stops."""
         ticket = self._runtime.live.announce(self.id)
-        return ticket.watch(self._to_end(None, ticket))
+        return _typed(ticket.watch(self._to_end(None, ticket)), output)
 
-    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]:
+    @overload
+    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]: ...
+    @overload
+    def send(self, text: str, *, output: type[_Out]) -> Coroutine[Any, Any, ExecutionResult[_Out]]: ...
+    def send(self, text: str, *, output: type[_Out] | None = None) -> Coroutine[Any, Any, ExecutionResult[Any]]:
         """The person's message (side b), then side a's turn."""
         ticket = self._runtime.live.announce(self.id)
-        return ticket.watch(self._to_end(text, ticket))
+        return _typed(ticket.watch(self._to_end(text, ticket)), output)
 
     def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
         """Start an execution in the background; returns once it owns the thread.
@@ -484,3 +493,20 @@ def _config_secrets(config: ProvidersConfig) -> list[str]:
             if value:
                 secrets.append(value)
     return secrets
+
+
+_Out = TypeVar("_Out")
+
+
+def _typed(
+    execution: Coroutine[Any, Any, ExecutionResult], output: type[_Out] | None
+) -> Coroutine[Any, Any, ExecutionResult[Any]]:
+    """The execution as it is, or with its result's output checked to be an `output` (`ExecutionResult.typed`)."""
+    if output is None:
+        return execution
+
+    async def checked() -> ExecutionResult[_Out]:
+        result = await execution
+        return result.typed(output)
+
+    return checked()
