@@ -27,6 +27,8 @@ from orchestrator.runtime import Runtime
 from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 class City(BaseModel):
     name: str
@@ -394,3 +396,40 @@ def test_a_bad_output_or_mode_is_refused_naming_the_field():
         define_prompt(prompt="p", tool_description="d", output=object())
     with pytest.raises(DefinitionError, match="'output_mode' must be one of"):
         define_prompt(prompt="p", tool_description="d", output=City, output_mode="json")  # type: ignore[arg-type]
+
+
+# -- the offline `test` model ----------------------------------------------------------------------------
+
+
+async def test_the_test_model_answers_a_valid_instance_of_the_example_schema(tmp_path):
+    runtime = Runtime.from_path(
+        str(REPO / "agents"),
+        config=str(REPO / "configs/default.yaml"),
+        storage=f"sqlite:///{tmp_path}/t.db",
+        model="test",
+    )
+    async with runtime:
+        output = runtime.definitions.prompts["order_status"].output
+        thread = await runtime.create_thread("order_status_chat")
+        result = await thread.send("Where is order A1002?", output=output)
+        assert isinstance(result.output, output) and result.step_count == 2  # its tool once, then the value
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_test_model_answers_any_output_type_validly(seed):
+    from typing import Literal
+
+    from providers.test_model import TestModel
+
+    class Trip(BaseModel):
+        stops: list[City]
+        mode: Literal["rail", "road"] | None = None
+        nights: dict[str, int] = {}
+
+    for output in (City, Trip, list[City], Literal["yes", "no"], int | str):
+        spec = define_prompt(prompt="p", tool_description="d", output=output).output_spec
+        assert spec is not None
+        body = {"messages": [{"role": "user", "content": "hi"}], "seed": seed}
+        body |= spec.request("openai", "native").extra
+        answer = TestModel()(body)
+        spec.parse(answer.text, "openai")  # raises OutputInvalid if it is not the type
