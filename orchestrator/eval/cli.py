@@ -61,6 +61,13 @@ def eval_group() -> None:
     help="Folder for SUITE.json and SUITE.junit.xml.",
 )
 @click.option("--fail-under", type=click.FloatRange(0, 1), help="Exit 1 when the suite's pass^k is below this.")
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the intervals shown around every rate.",
+)
 def run_command(
     suite_path: Path,
     only: tuple[str, ...],
@@ -72,6 +79,7 @@ def run_command(
     db: str | None,
     out: Path,
     fail_under: float | None,
+    confidence: float,
 ) -> None:
     """Run every scenario of SUITE k times, print the pass^k table, write JSON and JUnit reports."""
     from orchestrator.eval.report import build_report, junit_xml, markdown, write_json
@@ -93,7 +101,7 @@ def run_command(
             result = asyncio.run(evaluator.run(only))
         except Exception as exc:  # a setup problem (storage, a missing cassette): one line, not a traceback
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    report = build_report(result)
+    report = build_report(result, confidence)
     _show(markdown(report))
     out.mkdir(parents=True, exist_ok=True)
     write_json(report, out / f"{suite.name}.json")
