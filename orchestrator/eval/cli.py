@@ -236,13 +236,32 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
 @eval_group.command("compare")
 @click.argument("first", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("second", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def compare_command(first: Path, second: Path) -> None:
-    """Show what changed between two eval reports (JSON), scenario by scenario."""
-    from orchestrator.eval.compare import compare_markdown
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the test and the interval of the difference.",
+)
+@click.option(
+    "--fail-if",
+    "fail_if",
+    type=click.Choice(["worse", "not-better"]),
+    help="Exit 1 when SECOND is worse than FIRST (or not better) at pass^1 or pass^k, beyond chance.",
+)
+def compare_command(first: Path, second: Path, confidence: float, fail_if: str | None) -> None:
+    """Show what changed between two eval reports (JSON), scenario by scenario, and whether it is real."""
+    from orchestrator.eval.compare import compare_markdown, differences
     from orchestrator.eval.report import load_report
 
     try:
         a, b = load_report(first), load_report(second)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    _show(compare_markdown(a, b, (first.name, second.name)))
+    found = differences(a, b, confidence)
+    _show(compare_markdown(a, b, (first.name, second.name), confidence, found))
+    verdicts = {d.verdict for d in found}
+    if fail_if == "worse" and "worse" in verdicts:
+        raise click.ClickException(f"{second.name} is worse than {first.name} (--fail-if worse)")
+    if fail_if == "not-better" and ("better" not in verdicts or "worse" in verdicts):
+        raise click.ClickException(f"{second.name} is not better than {first.name} (--fail-if not-better)")

@@ -191,7 +191,8 @@ def flip_rate(runs: int, passed: int) -> float:
 class Difference(BaseModel):
     """B's pass^k minus A's, paired by scenario, and whether it is more than chance."""
 
-    k: int
+    k: int  # of pass^k
+    runs: int  # the fewest runs per scenario either eval has: the k of "not distinguishable at this k"
     a: float
     b: float
     difference: Interval  # of b - a
@@ -244,6 +245,7 @@ def paired_test(
         verdict = "better" if observed > 0 else "worse"
     return Difference(
         k=k,
+        runs=min(min(a.runs, b.runs) for a, b in pairs),
         a=a_mean,
         b=b_mean,
         difference=interval,
