@@ -68,6 +68,18 @@ def eval_group() -> None:
     show_default=True,
     help="Confidence of the intervals shown around every rate.",
 )
+@click.option(
+    "--target-width",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="Add runs (live or scripted) until every scenario's pass-rate interval is at most this wide, e.g. 0.1.",
+)
+@click.option(
+    "--max-runs",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="With --target-width: the most runs of one scenario.",
+)
 def run_command(
     suite_path: Path,
     only: tuple[str, ...],
@@ -80,6 +92,8 @@ def run_command(
     out: Path,
     fail_under: float | None,
     confidence: float,
+    target_width: float | None,
+    max_runs: int,
 ) -> None:
     """Run every scenario of SUITE k times, print the pass^k table, write JSON and JUnit reports."""
     from orchestrator.eval.report import build_report, junit_xml, markdown, write_json
@@ -88,6 +102,8 @@ def run_command(
 
     if live and scripted:
         raise click.UsageError("--live and --scripted are exclusive")
+    if target_width is not None and not (live or scripted):
+        raise click.UsageError("--target-width adds runs: it needs --live or --scripted (a replay has its recordings)")
     try:
         suite = load_suite(suite_path).with_runs(k, concurrency)
         source = _source(suite, live, scripted, cassettes)
@@ -98,7 +114,9 @@ def run_command(
     with _Progress(planned) as progress:
         evaluator.on_run = progress.advance
         try:
-            result = asyncio.run(evaluator.run(only))
+            result = asyncio.run(
+                evaluator.run(only, target_width=target_width, most_runs=max_runs, confidence=confidence)
+            )
         except Exception as exc:  # a setup problem (storage, a missing cassette): one line, not a traceback
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     report = build_report(result, confidence)
@@ -167,6 +185,8 @@ class _Progress:
 
     def advance(self, run: RunOutcome) -> None:
         self._done += 1
+        if self._done > (self._progress.tasks[0].total or 0):  # --target-width added runs
+            self._progress.update(self._task, total=self._done)
         self._passed += run.passed
         self._tokens += run.input_tokens + run.output_tokens
         self._cost += run.cost

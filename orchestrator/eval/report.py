@@ -62,7 +62,9 @@ def _escape(cell: str) -> str:
 
 def markdown(report: Report) -> str:
     s, run = report.score, report.eval
-    ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
+    most = max((x.runs for x in s.scenarios), default=0)
+    # pass^1..5 and the suite's k: a column per k of 20 runs would bury the table (the JSON has every k)
+    ks = sorted(k for k in {1, 2, 3, 4, 5, s.k} if 1 <= k <= most)
     level = f"{s.confidence * 100:g}%"
     hat_heads = [f"pass^{k}" + (f" [{level} interval]" if k == 1 else "") for k in ks]
     head = ["scenario", "runs", "passed", *hat_heads, "flips"]
@@ -78,7 +80,7 @@ def markdown(report: Report) -> str:
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
     lines += ["", _headline(s)]
-    lines += _reliability(s)
+    lines += _reliability(s) + _width_note(report)
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
     return "\n".join(lines + _failed_runs(run)) + "\n"
@@ -106,6 +108,19 @@ def _reliability(s: Score) -> list[str]:
         shown = ", ".join(f"`{x.id}` ({x.passed}/{x.runs}, flips {_pct(x.flip_rate)})" for x in flaky)
         lines.append(f"Flaky (passed and failed in this eval): {shown}.")
     return [""] + lines if lines else []
+
+
+def _width_note(report: Report) -> list[str]:
+    """With --target-width: whether every scenario's interval got that narrow, and which did not."""
+    width = report.eval.target_width
+    if width is None:
+        return []
+    wide = [x for x in report.score.scenarios if x.interval is not None and x.interval.width > width]
+    if not wide:
+        return ["", f"Runs were added until every scenario's interval was at most {width * 100:g} points wide."]
+    shown = ", ".join(f"`{x.id}` ({x.interval.width * 100:.0f} points, {x.runs} runs)" for x in wide if x.interval)
+    why = "the budget was spent" if report.score.stopped_on_budget else "--max-runs was reached"
+    return ["", f"Target width {width * 100:g} points not reached ({why}): {shown}."]
 
 
 def _scenario_row(x: ScenarioScore, ks: list[int]) -> list[str]:
