@@ -30,6 +30,7 @@ from orchestrator.definitions.define import AgentDefinition, DefinitionError, Me
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy
 from orchestrator.engine.executor import Executed, ExecutionFailed, ExecutionResult, execute
+from orchestrator.engine.fork import fork_thread, rewind_thread
 from orchestrator.engine.hooks import Hooks
 from orchestrator.engine.live import LiveExecutions, StartTicket
 from orchestrator.engine.services import Services
@@ -402,11 +403,31 @@ class Thread:
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
+        """As `ThreadState.get_messages`; `include_superseded`: also what a rewind left behind."""
         await self._runtime.open()
         return await self._runtime.storage.get_messages(
-            self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+            self.id,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+            include_superseded=include_superseded,
         )
+
+    async def fork(self, at: int) -> Thread:
+        """A new thread whose history is this one's up to and including message `at` (engine/fork.py)."""
+        await self._runtime.open()
+        return Thread(self._runtime, await fork_thread(self._runtime.services, await self.refresh(), at))
+
+    async def rewind(self, to: int) -> int:
+        """Continue from message `to`: later messages, values and events are kept, superseded; refused
+        while an execution runs. Returns how many messages were superseded."""
+        await self._runtime.open()
+        self.record, superseded = await rewind_thread(self._runtime.services, self._runtime.live, self.id, to)
+        return superseded
 
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
