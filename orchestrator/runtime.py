@@ -216,12 +216,21 @@ class Runtime:
 
     # -- threads -----------------------------------------------------------
     async def create_thread(
-        self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None
+        self,
+        agent: str,
+        arguments: dict[str, Any] | None = None,
+        user_id: str | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> Thread:
+        """A new thread of `agent`. `thread_id`: the id a protocol client chose (an AG-UI `threadId`);
+        storage refuses one that exists (StorageError). Default: a fresh `thr_...` id."""
         await self.open()
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
         record = ThreadRecord(agent_id=agent, user_id=user_id, arguments=args)
+        if thread_id is not None:
+            record.id = thread_id
         record = await self.services.bus.create_thread(record, {"agent": agent, "user_id": user_id})
         return Thread(self, record)
 
