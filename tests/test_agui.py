@@ -6,6 +6,7 @@ these tests pin what the stream says and what the endpoint refuses, each on exac
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +21,7 @@ from orchestrator import Side, ToolResult, define_agent, define_prompt, define_t
 from orchestrator.core.event_types import parse_event
 from orchestrator.server.agui_events import AguiTranslator
 from orchestrator.server.app import create_app
-from providers.scripted import ScriptedCall, ScriptedResponse
+from providers.scripted import ScriptedCall, ScriptedFault, ScriptedResponse
 
 R = ScriptedResponse
 C = ScriptedCall
@@ -41,10 +42,20 @@ async def _weather(state: Any, args: CityArgs) -> ToolResult:
     return ToolResult.ok(f"sunny in {args.city}")
 
 
+async def _slow_lookup(state: Any, args: CityArgs) -> ToolResult:
+    await asyncio.Event().wait()  # until the execution is stopped
+    raise AssertionError("never answered")
+
+
 def agui_defs() -> Any:
     return definitions(
-        tools={"weather": define_tool(description="The weather in a city", args=CityArgs, execute=_weather)},
-        prompts={"helper": define_prompt(prompt="You help.", tool_description="helper", tools=("weather",))},
+        tools={
+            "weather": define_tool(description="The weather in a city", args=CityArgs, execute=_weather),
+            "slow_lookup": define_tool(description="Look a city up, slowly", args=CityArgs, execute=_slow_lookup),
+        },
+        prompts={
+            "helper": define_prompt(prompt="You help.", tool_description="helper", tools=("weather", "slow_lookup"))
+        },
         agents={"chat": define_agent(type="ai_human", side_a=Side("helper"))},
     )
 
@@ -212,3 +223,13 @@ async def test_reasoning_is_bracketed_and_closed_before_text() -> None:
     assert out[-1].model_dump(mode="json", by_alias=True)["outcome"] == {"type": "cancelled"}
     late = parse_event({"thread_id": "t", "seq": 9, "at": 0.0, **frames[3]})
     assert translator.ended and translator.translate(late) == []
+
+
+async def test_a_failed_execution_ends_the_run_with_run_error(api: Any) -> None:
+    client, runtime = await api([ScriptedFault(status=500, message="upstream broke")])
+    res = await client.post("/ag-ui/chat", json=run_input(), headers=ALICE)
+    events = sse_events(res.text)
+    assert events[0]["type"] == "RUN_STARTED"
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "provider_error"
+    assert "RUN_FINISHED" not in [e["type"] for e in events]
+    assert (await runtime.get_thread("thread-1")).record.status == "failed"

@@ -51,16 +51,17 @@ def node() -> str:
 
 
 @contextmanager
-def live(tmp_path: Path, script: list[Any]) -> Iterator[LiveServer]:
+def live(tmp_path: Path, script: list[Any]) -> Iterator[tuple[LiveServer, ScriptedModel]]:
     runtime = Runtime(agui_defs(), config=config_from_dict(CONFIG), storage=SQLiteStorage(str(tmp_path / "agui.db")))
     app = create_app(runtime, tokens={TOKEN: "agui-user"}, own_runtime=True)
-    with ScriptedModel(script).serving(), LiveServer(app) as server:
-        yield server
+    model = ScriptedModel(script)
+    with model.serving(), LiveServer(app) as server:
+        yield server, model
 
 
-def client(node: str, scenario: str, server: LiveServer, thread_id: str) -> dict[str, Any]:
+def client(node: str, scenario: str, server: LiveServer, thread_id: str, *more: str) -> dict[str, Any]:
     done = subprocess.run(
-        [node, "run.mjs", scenario, server.url, TOKEN, thread_id],
+        [node, "run.mjs", scenario, server.url, TOKEN, thread_id, *more],
         cwd=CLIENT,
         capture_output=True,
         text=True,
@@ -83,7 +84,7 @@ def test_a_conversation_with_a_server_tool_and_state(node: str, tmp_path: Path) 
         R(text="It is sunny in Oslo."),
         R(text="You are welcome."),
     ]
-    with live(tmp_path, script) as server:
+    with live(tmp_path, script) as (server, _):
         seen = client(node, "conversation", server, "agui-thread-1")
         messages = get(server, "/threads/agui-thread-1/messages")["messages"]
     first, second = seen["runs"]
@@ -108,7 +109,7 @@ def test_a_conversation_with_a_server_tool_and_state(node: str, tmp_path: Path) 
 
 def test_the_client_aborting_stops_the_execution_and_the_thread_goes_on(node: str, tmp_path: Path) -> None:
     story = R(text="Once upon a time there was a very long story. " * 10, chunk_size=4, hang_after=4)
-    with live(tmp_path, [story, R(text="Short one.")]) as server:
+    with live(tmp_path, [story, R(text="Short one.")]) as (server, _):
         seen = client(node, "abort", server, "agui-thread-2")
         deadline = time.monotonic() + 20
         while (thread := get(server, "/threads/agui-thread-2"))["running"] and time.monotonic() < deadline:
@@ -122,3 +123,24 @@ def test_the_client_aborting_stops_the_execution_and_the_thread_goes_on(node: st
     assert not seen["running"]
     assert [m["role"] for m in messages] == ["user"]  # the cut answer is not kept as if it were whole
     assert again["runs"][0]["events"][-1] == "RUN_FINISHED"
+
+
+def test_aborting_during_a_tool_call_leaves_a_history_the_next_run_can_send(node: str, tmp_path: Path) -> None:
+    """Stopped while a tool runs: the call stays stored without a result (the tool never returned), the
+    thread takes the next run, and that run's request answers the call (views.py's note), so it is one any
+    provider accepts."""
+    lookup = R(text="Looking.", tool_calls=[ScriptedCall("slow_lookup", {"city": "Oslo"})])
+    with live(tmp_path, [lookup, R(text="Back again."), R(text="Bye.")]) as (server, model):
+        seen = client(node, "abort", server, "agui-thread-3", "TOOL_CALL_END")
+        deadline = time.monotonic() + 20
+        while (thread := get(server, "/threads/agui-thread-3"))["running"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert thread["status"] == "stopped" and thread["execution"]["stopped_by"] == "caller", thread
+        again = client(node, "conversation", server, "agui-thread-3")
+    assert "ABORTED" in seen["events"] and "RUN_FINISHED" not in seen["events"]
+    assert [run["events"][-1] for run in again["runs"]] == ["RUN_FINISHED", "RUN_FINISHED"]
+    after_stop = model.requests[1]["messages"]
+    (call,) = [c for m in after_stop if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    answers = [m for m in after_stop if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == [call["id"]]
+    assert after_stop.index(answers[0]) == after_stop.index(next(m for m in after_stop if m.get("tool_calls"))) + 1

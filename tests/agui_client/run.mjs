@@ -4,10 +4,10 @@
 // script prints what it saw as one JSON line for the test to check.
 //
 //   node run.mjs conversation URL TOKEN THREAD_ID
-//   node run.mjs abort URL TOKEN THREAD_ID
+//   node run.mjs abort URL TOKEN THREAD_ID [EVENT]   (aborts on the first EVENT, TEXT_MESSAGE_CONTENT by default)
 import { HttpAgent } from "@ag-ui/client";
 
-const [scenario, url, token, threadId] = process.argv.slice(2);
+const [scenario, url, token, threadId, abortOn = "TEXT_MESSAGE_CONTENT"] = process.argv.slice(2);
 
 function agent(state) {
   return new HttpAgent({
@@ -47,12 +47,15 @@ async function conversation() {
 async function abort() {
   const chat = agent(undefined);
   chat.addMessage({ id: "user-1", role: "user", content: "Tell me a long story." });
-  const { seen, subscriber } = recorder();
-  subscriber.onTextMessageContentEvent = () => {
-    if (!seen.includes("ABORTED")) {
-      seen.push("ABORTED");
-      setTimeout(() => chat.abortRun(), 0);
-    }
+  const seen = [];
+  const subscriber = {
+    onEvent: ({ event }) => {
+      seen.push(event.type);
+      if (event.type === abortOn && !seen.includes("ABORTED")) {
+        seen.push("ABORTED");
+        setTimeout(() => chat.abortRun(), 0);
+      }
+    },
   };
   let error = null;
   try {
