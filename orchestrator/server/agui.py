@@ -15,13 +15,13 @@ history lives here, so only what is new is taken from it: the last message, the 
   change a tool makes to one of them (read after every tool result, and at the end). The store cannot
   list its keys, so a key the client never named is not mirrored.
 - Stop: the client aborting the request (closing the stream) stops the execution, as
-  `POST /threads/{id}/stop` does; the history stays what a stop leaves. RUN_FINISHED then carries the
-  `cancelled` outcome (also when stopped from elsewhere).
+  `POST /threads/{id}/stop` does; the history stays what a stop leaves. A run stopped from elsewhere
+  ends, for a client still listening, with RUN_FINISHED and the `cancelled` outcome.
 - Frontend tools (`RunAgentInput.tools`) are not offered to the model yet: a run whose input declares
   tools, or ends with a tool result, is refused with 422, so no client believes its tools are in use.
 
 Auth is the API's bearer token; a body is bounded by the app's body limit, and the state by the limits
-below.
+in agui_run.py (keys, key length, nesting).
 """
 
 from __future__ import annotations
