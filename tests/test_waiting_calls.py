@@ -443,3 +443,89 @@ def test_settings_take_an_approval_timeout() -> None:
     assert RuntimeSettings(approval_timeout=30).approval_timeout == 30
     with pytest.raises(ValueError, match="approval_timeout"):
         RuntimeSettings(approval_timeout=0)
+
+
+# -- invoke_tool, queue_tool, stop() ---------------------------------------------------
+
+
+def _nested_defs(runs: list[str]) -> Any:
+    async def charge(state: Any, args: Q) -> ToolResult:
+        runs.append(f"charge {args.q}")
+        return ToolResult.ok(f"charged {args.q}")
+
+    async def checkout(state: Any, args: Q) -> ToolResult:
+        runs.append(f"checkout {args.q}")
+        paid = await state.invoke_tool("charge", {"q": args.q})
+        return ToolResult.ok(f"checked out: {paid.result or paid.error}")
+
+    async def plan(state: Any, args: Q) -> ToolResult:
+        runs.append(f"plan {args.q}")
+        state.queue_tool("charge", {"q": args.q})
+        return ToolResult.ok("planned")
+
+    tools = {
+        "charge": define_tool(description="Charge", args=Q, execute=charge, needs_approval=True),
+        "checkout": define_tool(description="Check out", args=Q, execute=checkout, uses=("charge",)),
+        "plan": define_tool(description="Plan", args=Q, execute=plan, uses=("charge",)),
+    }
+    prompt = define_prompt(prompt="p", tool_description="a", tools=("checkout", "plan"))
+    return definitions(
+        tools=tools, prompts={"pa": prompt}, agents={"chat": define_agent(type="ai_human", side_a=Side("pa"))}
+    )
+
+
+async def test_invoke_tool_waits_for_the_invoked_tools_approval(tmp_path: Path) -> None:
+    runs: list[str] = []
+    model, router = _serve([R(tool_calls=[C("checkout", {"q": "cart"})]), R(text="ok")], "openai")
+    with router:
+        rt = Runtime(
+            _nested_defs(runs), config=config_from_dict(WIRES["openai"]), storage=SQLiteStorage(str(tmp_path / "i.db"))
+        )
+        async with rt:
+            thread = await rt.create_thread("chat")
+            assert (await thread.send("buy")).reason == "awaiting_approval"
+            [waiting] = await thread.waiting_calls()
+            assert (waiting.tool, waiting.arguments) == ("charge", {"q": "cart"})  # the invoked tool, under its caller
+            assert runs == ["checkout cart"]
+            task = await thread.approve(waiting.call_id)
+            assert task is not None
+            await task
+            assert runs == ["checkout cart", "checkout cart", "charge cart"]  # the caller ran again, charge once
+            assert "checked out: charged cart" in results_text("openai", model.requests[1])
+
+
+async def test_a_queued_call_waits_for_its_approval(tmp_path: Path) -> None:
+    runs: list[str] = []
+    model, router = _serve([R(tool_calls=[C("plan", {"q": "x"})]), R(text="ok")], "openai")
+    with router:
+        rt = Runtime(
+            _nested_defs(runs), config=config_from_dict(WIRES["openai"]), storage=SQLiteStorage(str(tmp_path / "q.db"))
+        )
+        async with rt:
+            thread = await rt.create_thread("chat")
+            assert (await thread.send("plan")).reason == "awaiting_approval"
+            [waiting] = await thread.waiting_calls()
+            assert waiting.tool == "charge" and runs == ["plan x"]
+            task = await thread.reject(waiting.call_id, "not today")
+            assert task is not None
+            await task
+            assert runs == ["plan x"]  # planned once, the charge never ran
+            calls, results = pairing("openai", model.requests[1])
+            assert sorted(calls) == sorted(results) and len(calls) == 2
+            assert "not today" in results_text("openai", model.requests[1])
+
+
+async def test_stop_on_a_waiting_thread_ends_it_in_the_background(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    _, router = _serve([R(tool_calls=[C("ship", {"q": "A1"})])], "openai")
+    with router:
+        rt = await rig.runtime()
+        thread = await rt.create_thread("chat")
+        await thread.send("ship")
+        assert thread.stop("changed plans") is True
+        while (await thread.refresh()).status != "stopped":
+            await asyncio.sleep(0)
+        [decided] = await thread.waiting_calls(include_decided=True)
+        assert decided.decision is not None and decided.decision.kind == "stopped"
+        assert thread.stop() is False  # nothing left to stop
+        await rig.close()
