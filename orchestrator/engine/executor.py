@@ -139,7 +139,7 @@ async def _no_nested(*_: object) -> ToolResult:
 
 
 def _check_waiting(thread: ThreadRecord, resume: bool) -> None:
-    if resume and thread.status != "waiting":
+    if resume and thread.status not in ("waiting", "running"):  # running: a resume that crashed, taken up again
         raise NotWaitingError(f"thread {thread.id} is not waiting (it is {thread.status})")
     if not resume and thread.status == "waiting":
         raise WaitingCallError(
