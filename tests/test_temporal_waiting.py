@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,7 +158,7 @@ async def _work_in_child(schema: str, address: str, task_queue: str) -> None:
 
 
 async def test_temporal_a_worker_killed_while_a_call_waits_then_the_decision_resumes_the_thread(
-    pg_schema: str,  # noqa: F811
+    pg_schema: str,
 ) -> None:
     server_dev = dev_server()
     options = TemporalOptions(
