@@ -77,6 +77,7 @@ def markdown(report: Report) -> str:
     rows[-1] += [f"{s.seconds:.1f}s", "", ""]
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
+    lines += _conditions(run)
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
     lines += ["", _headline(s)]
@@ -84,6 +85,20 @@ def markdown(report: Report) -> str:
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
     return "\n".join(lines + _failed_runs(run)) + "\n"
+
+
+def _conditions(run: EvalRun) -> list[str]:
+    """The seeds sent and who played the simulated user: what a rerun must match to be comparable."""
+    seeds = sorted({r.seed for r in run.runs if r.seed is not None})
+    sims = {r.simulator.model_dump_json(): r.simulator for r in run.runs if r.simulator is not None}
+    parts = []
+    if seeds:
+        parts.append(f"seeds {seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}")
+    for sim in sims.values():
+        temperature = "the provider's default" if sim.temperature is None else f"{sim.temperature:g}"
+        parts.append(f"simulated user `{sim.alias}` ({sim.model or '?'}), temperature {temperature}")
+    text = ", ".join(parts)
+    return [text[:1].upper() + text[1:] + ".", ""] if parts else []
 
 
 def _headline(s: Score) -> str:

@@ -37,10 +37,19 @@ from orchestrator.eval.suite import JudgeCheck, Scenario, Suite
 from orchestrator.eval.traffic import RunTraffic, routing, traffic_of
 from orchestrator.runtime import Runtime, Thread
 from providers.cassette import Recorder
+from providers.client import seeded
 
-__all__ = ["EvalRun", "Evaluator", "RunOutcome"]
+__all__ = ["EvalRun", "Evaluator", "RunOutcome", "SimulatedSide"]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a key the config reads from the environment
+
+
+class SimulatedSide(BaseModel):
+    """The model that played the simulated user, as this run asked for it: a run's outcome depends on it."""
+
+    alias: str | None
+    model: str | None  # "family/name"
+    temperature: float | None  # None: the provider's default
 
 
 class RunOutcome(BaseModel):
@@ -59,6 +68,8 @@ class RunOutcome(BaseModel):
     output_tokens: int = 0
     cost: float = 0.0
     seconds: float = 0.0
+    seed: int | None = None  # sent with the run's model requests where the provider takes one
+    simulator: SimulatedSide | None = None  # who played side b (the simulated user) in this run
 
 
 class EvalRun(BaseModel):
@@ -182,7 +193,8 @@ class Evaluator:
         path = cassette_path(self.cassettes, scenario.id, index)
         recorder = Recorder(path) if self.source.records else None
         spent = Spent()
-        with traffic_of(RunTraffic(model.router, recorder)):
+        seed = None if self.suite.defaults.seed is None else self.suite.defaults.seed + index - 1
+        with traffic_of(RunTraffic(model.router, recorder)), seeded(seed):
             thread = await self.runtime.create_thread(self.suite.agent, scenario.arguments)
             await self._seed(thread, scenario)
             result, error = None, None
@@ -210,6 +222,8 @@ class Evaluator:
             output_tokens=usage.output_tokens + spent.output_tokens,
             cost=round(usage.cost + spent.cost, 6),
             seconds=round(self._clock() - started, 3),
+            seed=seed,
+            simulator=self._simulator(),
         )
         if recorder is not None:
             await self._save(recorder, thread, scenario, outcome)
@@ -240,6 +254,8 @@ class Evaluator:
                 "scenario": scenario.id,
                 "run": outcome.index,
                 "models": dict(self.suite.defaults.models),
+                "seed": outcome.seed,
+                "simulator": outcome.simulator.model_dump() if outcome.simulator else None,
             },
             agent=self.suite.agent,
             arguments=scenario.arguments,
@@ -250,6 +266,24 @@ class Evaluator:
         )
         Path(recorder.path).parent.mkdir(parents=True, exist_ok=True)
         recorder.save()
+
+    def _simulator(self) -> SimulatedSide | None:
+        """Side b's model and temperature (from the config's model and provider params)."""
+        agent = self.runtime.definitions.agents[self.suite.agent]
+        if agent.side_b is None:
+            return None
+        config = self.runtime.services.client.config
+        alias = self.runtime.definitions.prompts[agent.side_b.prompt].model or config.default_model
+        if alias is None or alias not in config.models:
+            return SimulatedSide(alias=alias, model=None, temperature=None)
+        spec = config.models[alias]
+        params = {**config.providers[spec.provider].params, **spec.params}
+        temperature = params.get("temperature")
+        return SimulatedSide(
+            alias=alias,
+            model=config.model_info(alias).model,
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        )
 
     def _voices(self, scenario: Scenario) -> dict[str, str]:
         """Each side's system message as this scenario renders it, and each judge's, -> who answers it."""

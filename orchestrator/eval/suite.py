@@ -73,6 +73,8 @@ class Defaults(_Strict):
     max_turns: int | None = Field(default=None, ge=1)  # overrides the agent's max_session_turns
     budget: Budget | None = None
     judge_model: str | None = None  # alias for judge checks that name none
+    # sent to providers that take one (OpenAI, Gemini...): run i of a scenario uses seed + i - 1; None: none sent
+    seed: int | None = None
 
 
 class CallSpec(_Strict):
