@@ -30,10 +30,10 @@ from orchestrator.core.results import AttachmentRef
 from orchestrator.definitions.define import AgentDefinition, Side
 from orchestrator.definitions.loader import Definitions
 from orchestrator.engine.views import render_prompt
-from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system
+from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system, simulator_system
 from orchestrator.eval.sources import ModelSource, cassette_path
 from orchestrator.eval.stats import DEFAULT_CONFIDENCE, runs_for_width, wilson
-from orchestrator.eval.suite import JudgeCheck, Scenario, Suite
+from orchestrator.eval.suite import JudgeCheck, Scenario, SimulatorCheck, Suite
 from orchestrator.eval.traffic import RunTraffic, routing, traffic_of
 from orchestrator.runtime import Runtime, Thread
 from providers.cassette import Recorder
@@ -68,6 +68,9 @@ class RunOutcome(BaseModel):
     output_tokens: int = 0
     cost: float = 0.0
     seconds: float = 0.0
+    # a simulator check failed: the simulated user broke its instructions, so the run says nothing of the
+    # agent and is left out of its rates (counted apart)
+    simulator_fault: bool = False
     seed: int | None = None  # sent with the run's model requests where the provider takes one
     simulator: SimulatedSide | None = None  # who played side b (the simulated user) in this run
 
@@ -209,7 +212,8 @@ class Evaluator:
         outcome = RunOutcome(
             scenario=scenario.id,
             index=index,
-            passed=error is None and all(c.passed for c in checks),
+            passed=error is None and all(c.passed for c in checks if c.kind != "simulator"),
+            simulator_fault=any(not c.passed for c in checks if c.kind == "simulator"),
             checks=checks,
             error=error,
             thread_id=thread.id,
@@ -297,6 +301,8 @@ class Evaluator:
         for check in scenario.checks:
             if isinstance(check, JudgeCheck):
                 voices[judge_system(check)] = "judge"
+            elif isinstance(check, SimulatorCheck):
+                voices[simulator_system(check, scenario)] = "judge"
         return voices
 
 
