@@ -123,6 +123,8 @@ class Evaluator:
     ) -> EvalRun:
         """Every scenario k times; with `target_width`, then more runs for each scenario whose pass rate's
         interval is still wider than that, until none is, a scenario has `most_runs`, or the budget is spent."""
+        if target_width is not None and not self.source.records:
+            raise ValueError("target_width adds runs: it needs a live or scripted source (a replay has its recordings)")
         scenarios = [s for s in self.suite.scenarios if not only or s.id in only]
         unknown = set(only) - {s.id for s in scenarios}
         if unknown:
