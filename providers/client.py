@@ -9,12 +9,14 @@ seconds to import and must not slow `import orchestrator`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import aclosing, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +34,38 @@ from providers.streams import ReadEnd, StreamReader, anthropic_wire, gemini_wire
 from providers.streams.sse_json import json_events
 from providers.text import clean_item
 
-__all__ = ["ModelClient", "UsageMeter", "classify_error", "warm_up"]
+__all__ = ["ModelClient", "UsageMeter", "accepts_seed", "classify_error", "seeded", "warm_up"]
+
+_SEED: ContextVar[int | None] = ContextVar("providers_request_seed", default=None)
+
+
+@contextmanager
+def seeded(seed: int | None) -> Iterator[None]:
+    """Within this block (and the tasks started in it), every model request carries `seed` where the
+    provider accepts one (`accepts_seed`): an eval run's conversation asks for the same sampling each
+    time it is run. Where the provider has none the request goes without (never an unsupported-parameter
+    error); None: no seed is sent."""
+    token = _SEED.set(seed)
+    try:
+        yield
+    finally:
+        _SEED.reset(token)
+
+
+@functools.cache
+def accepts_seed(provider_type: str | None, model: str) -> bool:
+    """Whether requests to `model` ("family/name") take a `seed`: LiteLLM's table of each provider's
+    parameters (OpenAI's `seed`, Gemini's `generationConfig.seed`...; not Anthropic's). The offline
+    types take it (the `test` model draws its arguments from it)."""
+    if provider_type in ("scripted", "offline"):
+        return True
+    family, _, name = model.partition("/")
+    try:
+        supported = _litellm().get_supported_openai_params(model=name or family, custom_llm_provider=family)
+    except Exception:  # a family LiteLLM does not know: send nothing it might refuse
+        return False
+    return "seed" in (supported or ())
+
 
 _LITELLM: Any = None
 
@@ -427,6 +460,9 @@ def _request_kwargs(
     }
     if request.tools:
         kwargs["tools"] = request.tools
+    seed = _SEED.get()
+    if seed is not None and "seed" not in kwargs and accepts_seed(provider.type, info.model):
+        kwargs["seed"] = seed
     if provider.api_key:
         kwargs["api_key"] = provider.api_key
     if provider.base_url:

@@ -470,3 +470,13 @@ async def test_an_unsupported_param_fails_every_time_before_any_request():
             with pytest.raises(ProviderError, match="logit_bias") as info:
                 await run(client(mode, params={"logit_bias": {"1": 2}}))
         assert not route.called and info.value.kind == "bad_request", mode
+
+
+async def test_an_eval_runs_seed_is_left_out_for_anthropic_which_has_none():
+    from providers.client import seeded
+
+    for mode in ("auto", "litellm"):
+        with respx.mock() as router, seeded(11):
+            route = router.post(URL).mock(return_value=sse(fixture("text.sse")))
+            items = await run(client(mode))
+        assert items and "seed" not in json.loads(route.calls[0].request.content), mode

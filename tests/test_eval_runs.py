@@ -160,6 +160,8 @@ async def test_each_kind_of_check_passes_or_fails_with_its_reason(tmp_path: Path
         "scenario": "ship",
         "run": 1,
         "models": {"a": "demo", "b": "demo"},
+        "seed": None,  # no defaults.seed
+        "simulator": {"alias": "demo", "model": "openai/demo", "temperature": None},
     }
     assert len(cassette["interactions"]) == 8
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
-from orchestrator.eval import Evaluator, ScriptedSource, build_report, load_suite
+from orchestrator.eval import Evaluator, ReplaySource, ScriptedSource, build_report, load_suite
 from orchestrator.eval.report import markdown
 from orchestrator.eval.sources import ScenarioScript
 from orchestrator.eval.stats import wilson
@@ -86,6 +87,9 @@ async def test_the_budget_stops_the_added_runs(tmp_path: Path) -> None:
     assert "not reached (the budget was spent)" in markdown(build_report(result))
 
 
-def test_target_width_needs_runs_that_can_be_added(tmp_path: Path) -> None:
+async def test_target_width_needs_runs_that_can_be_added(tmp_path: Path) -> None:
+    suite = load_suite(_suite(tmp_path))
+    with pytest.raises(ValueError, match="target_width adds runs: it needs a live or scripted source"):
+        await Evaluator(suite, ReplaySource(tmp_path / "cas"), storage=":memory:").run(target_width=0.1)
     out = CliRunner().invoke(main, ["eval", str(_suite(tmp_path)), "--target-width", "0.1"])
     assert out.exit_code == 2 and "--target-width adds runs: it needs --live or --scripted" in out.output

@@ -422,3 +422,13 @@ async def test_the_callers_messages_are_left_as_they_were():
         router.post(URL).mock(return_value=sse(fixture("text.sse")))
         await run(client("auto"), messages)
     assert messages == HISTORY
+
+
+async def test_an_eval_runs_seed_reaches_gemini_as_generation_config_seed_on_both_paths():
+    from providers.client import seeded
+
+    for mode in ("auto", "litellm"):
+        with respx.mock() as router, seeded(11):
+            route = router.post(URL).mock(return_value=sse(fixture("text.sse")))
+            await run(client(mode))
+        assert json.loads(route.calls[0].request.content)["generationConfig"]["seed"] == 11, mode

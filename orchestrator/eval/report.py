@@ -77,13 +77,28 @@ def markdown(report: Report) -> str:
     rows[-1] += [f"{s.seconds:.1f}s", "", ""]
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
+    lines += _conditions(run)
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
     lines += ["", _headline(s)]
     lines += _reliability(s) + _width_note(report)
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
-    return "\n".join(lines + _failed_runs(run)) + "\n"
+    return "\n".join(lines + _failed_runs(run) + _simulator_faults(run)) + "\n"
+
+
+def _conditions(run: EvalRun) -> list[str]:
+    """The seeds sent and who played the simulated user: what a rerun must match to be comparable."""
+    seeds = sorted({r.seed for r in run.runs if r.seed is not None})
+    sims = {r.simulator.model_dump_json(): r.simulator for r in run.runs if r.simulator is not None}
+    parts = []
+    if seeds:
+        parts.append(f"seeds {seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}")
+    for sim in sims.values():
+        temperature = "the provider's default" if sim.temperature is None else f"{sim.temperature:g}"
+        parts.append(f"simulated user `{sim.alias}` ({sim.model or '?'}), temperature {temperature}")
+    text = ", ".join(parts)
+    return [text[:1].upper() + text[1:] + ".", ""] if parts else []
 
 
 def _headline(s: Score) -> str:
@@ -107,6 +122,8 @@ def _reliability(s: Score) -> list[str]:
     if flaky:
         shown = ", ".join(f"`{x.id}` ({x.passed}/{x.runs}, flips {_pct(x.flip_rate)})" for x in flaky)
         lines.append(f"Flaky (passed and failed in this eval): {shown}.")
+    if s.simulator_faults:
+        lines.append(f"Simulator faults: {s.simulator_faults} run(s) left out of the rates above (listed below).")
     return [""] + lines if lines else []
 
 
@@ -145,7 +162,8 @@ def _scenario_row(x: ScenarioScore, ks: list[int]) -> list[str]:
 
 def _failed_runs(run: EvalRun) -> list[str]:
     """Each failed run: why, and the command that replays it offline."""
-    failed = sorted((r for r in run.runs if not r.passed), key=lambda r: (r.scenario, r.index))
+    failed = [r for r in run.runs if not r.passed and not r.simulator_fault]  # faults are listed apart
+    failed.sort(key=lambda r: (r.scenario, r.index))
     lines = ["", "### Failed runs", ""] if failed else []
     for r in failed:
         lines.append(f"- `{r.scenario}` run {r.index} (thread `{r.thread_id}`, ended {r.reason or 'with an error'}):")
@@ -156,6 +174,18 @@ def _failed_runs(run: EvalRun) -> list[str]:
     return lines
 
 
+def _simulator_faults(run: EvalRun) -> list[str]:
+    """Runs the simulated user spoiled: shown apart, as they are left out of the agent's rates."""
+    faulty = sorted((r for r in run.runs if r.simulator_fault), key=lambda r: (r.scenario, r.index))
+    if not faulty:
+        return []
+    lines = ["", f"### Simulator faults: {len(faulty)} run(s) left out of the agent's rates", ""]
+    for r in faulty:
+        reasons = "; ".join(c.reason for c in r.checks if c.kind == "simulator" and not c.passed)
+        lines.append(f"- `{r.scenario}` run {r.index}: {reasons} (replay offline: `{replay_command(r)}`)")
+    return lines
+
+
 def junit_xml(report: Report) -> str:
     """One testcase per run (name `scenario[run i]`), failed checks as its failure message."""
     runs = report.eval.runs
@@ -163,8 +193,8 @@ def junit_xml(report: Report) -> str:
         "testsuite",
         name=f"eval:{report.eval.suite}",
         tests=str(len(runs) + report.eval.skipped),
-        failures=str(sum(not r.passed for r in runs)),
-        skipped=str(report.eval.skipped),
+        failures=str(sum(not r.passed and not r.simulator_fault for r in runs)),
+        skipped=str(report.eval.skipped + sum(r.simulator_fault for r in runs)),
         time=f"{report.eval.seconds:.3f}",
     )
     _junit_properties(suite, report.score)
@@ -176,7 +206,10 @@ def junit_xml(report: Report) -> str:
             name=f"{r.scenario}[run {r.index}]",
             time=f"{r.seconds:.3f}",
         )
-        if not r.passed:
+        if r.simulator_fault:
+            why = "; ".join(c.reason for c in r.checks if c.kind == "simulator" and not c.passed)
+            ET.SubElement(case, "skipped", message=f"simulator fault: {why}"[:500])
+        elif not r.passed:
             failed = [f"{c.label}: {c.reason}" for c in r.checks if not c.passed]
             message = r.error or failed[0]
             failure = ET.SubElement(case, "failure", message=message[:500], type="EvalCheckFailed")
@@ -202,6 +235,7 @@ def _junit_properties(suite: ET.Element, s: Score) -> None:
         put(f"pass^{k}.high", f"{interval.high:.4f}")
     put("flaky", ",".join(s.flaky))
     put("fails_every_time", ",".join(s.failing))
+    put("simulator_faults", str(s.simulator_faults))
 
 
 def write_json(report: Report, path: str | Path) -> None:

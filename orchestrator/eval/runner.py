@@ -30,17 +30,26 @@ from orchestrator.core.results import AttachmentRef
 from orchestrator.definitions.define import AgentDefinition, Side
 from orchestrator.definitions.loader import Definitions
 from orchestrator.engine.views import render_prompt
-from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system
+from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system, simulator_system
 from orchestrator.eval.sources import ModelSource, cassette_path
 from orchestrator.eval.stats import DEFAULT_CONFIDENCE, runs_for_width, wilson
-from orchestrator.eval.suite import JudgeCheck, Scenario, Suite
+from orchestrator.eval.suite import JudgeCheck, Scenario, SimulatorCheck, Suite
 from orchestrator.eval.traffic import RunTraffic, routing, traffic_of
 from orchestrator.runtime import Runtime, Thread
 from providers.cassette import Recorder
+from providers.client import seeded
 
-__all__ = ["EvalRun", "Evaluator", "RunOutcome"]
+__all__ = ["EvalRun", "Evaluator", "RunOutcome", "SimulatedSide"]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a key the config reads from the environment
+
+
+class SimulatedSide(BaseModel):
+    """The model that played the simulated user, as this run asked for it: a run's outcome depends on it."""
+
+    alias: str | None
+    model: str | None  # "family/name"
+    temperature: float | None  # None: the provider's default
 
 
 class RunOutcome(BaseModel):
@@ -59,6 +68,11 @@ class RunOutcome(BaseModel):
     output_tokens: int = 0
     cost: float = 0.0
     seconds: float = 0.0
+    # a simulator check failed: the simulated user broke its instructions, so the run says nothing of the
+    # agent and is left out of its rates (counted apart)
+    simulator_fault: bool = False
+    seed: int | None = None  # sent with the run's model requests where the provider takes one
+    simulator: SimulatedSide | None = None  # who played side b (the simulated user) in this run
 
 
 class EvalRun(BaseModel):
@@ -109,6 +123,8 @@ class Evaluator:
     ) -> EvalRun:
         """Every scenario k times; with `target_width`, then more runs for each scenario whose pass rate's
         interval is still wider than that, until none is, a scenario has `most_runs`, or the budget is spent."""
+        if target_width is not None and not self.source.records:
+            raise ValueError("target_width adds runs: it needs a live or scripted source (a replay has its recordings)")
         scenarios = [s for s in self.suite.scenarios if not only or s.id in only]
         unknown = set(only) - {s.id for s in scenarios}
         if unknown:
@@ -182,7 +198,8 @@ class Evaluator:
         path = cassette_path(self.cassettes, scenario.id, index)
         recorder = Recorder(path) if self.source.records else None
         spent = Spent()
-        with traffic_of(RunTraffic(model.router, recorder)):
+        seed = None if self.suite.defaults.seed is None else self.suite.defaults.seed + index - 1
+        with traffic_of(RunTraffic(model.router, recorder)), seeded(seed):
             thread = await self.runtime.create_thread(self.suite.agent, scenario.arguments)
             await self._seed(thread, scenario)
             result, error = None, None
@@ -197,7 +214,8 @@ class Evaluator:
         outcome = RunOutcome(
             scenario=scenario.id,
             index=index,
-            passed=error is None and all(c.passed for c in checks),
+            passed=error is None and all(c.passed for c in checks if c.kind != "simulator"),
+            simulator_fault=any(not c.passed for c in checks if c.kind == "simulator"),
             checks=checks,
             error=error,
             thread_id=thread.id,
@@ -210,6 +228,8 @@ class Evaluator:
             output_tokens=usage.output_tokens + spent.output_tokens,
             cost=round(usage.cost + spent.cost, 6),
             seconds=round(self._clock() - started, 3),
+            seed=seed,
+            simulator=self._simulator(),
         )
         if recorder is not None:
             await self._save(recorder, thread, scenario, outcome)
@@ -240,6 +260,8 @@ class Evaluator:
                 "scenario": scenario.id,
                 "run": outcome.index,
                 "models": dict(self.suite.defaults.models),
+                "seed": outcome.seed,
+                "simulator": outcome.simulator.model_dump() if outcome.simulator else None,
             },
             agent=self.suite.agent,
             arguments=scenario.arguments,
@@ -250,6 +272,24 @@ class Evaluator:
         )
         Path(recorder.path).parent.mkdir(parents=True, exist_ok=True)
         recorder.save()
+
+    def _simulator(self) -> SimulatedSide | None:
+        """Side b's model and temperature (from the config's model and provider params)."""
+        agent = self.runtime.definitions.agents[self.suite.agent]
+        if agent.side_b is None:
+            return None
+        config = self.runtime.services.client.config
+        alias = self.runtime.definitions.prompts[agent.side_b.prompt].model or config.default_model
+        if alias is None or alias not in config.models:
+            return SimulatedSide(alias=alias, model=None, temperature=None)
+        spec = config.models[alias]
+        params = {**config.providers[spec.provider].params, **spec.params}
+        temperature = params.get("temperature")
+        return SimulatedSide(
+            alias=alias,
+            model=config.model_info(alias).model,
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+        )
 
     def _voices(self, scenario: Scenario) -> dict[str, str]:
         """Each side's system message as this scenario renders it, and each judge's, -> who answers it."""
@@ -263,6 +303,8 @@ class Evaluator:
         for check in scenario.checks:
             if isinstance(check, JudgeCheck):
                 voices[judge_system(check)] = "judge"
+            elif isinstance(check, SimulatorCheck):
+                voices[simulator_system(check, scenario)] = "judge"
         return voices
 
 

@@ -54,15 +54,17 @@ class ScenarioScore(BaseModel):
     interval: Interval | None = None  # of the pass rate (Wilson); None in reports written before intervals
     flip_rate: float = 0.0  # share of runs against the majority outcome
     status: Literal["passes", "fails", "flaky"] = "passes"  # every run passed / none did / some did
+    simulator_faults: int = 0  # runs left out: the simulated user broke its instructions
 
 
 class Score(BaseModel):
     scenarios: list[ScenarioScore]
     k: int  # the largest k every scenario has enough runs for
     pass_hat: dict[int, float]  # k -> mean pass^k over scenarios, k = 1..k
-    runs: int
+    runs: int  # counted toward the rates (simulator faults are not)
     passed: int
     skipped: int
+    simulator_faults: int = 0  # runs left out of the rates: the simulated user broke its instructions
     stopped_on_budget: bool
     input_tokens: int
     output_tokens: int
@@ -104,17 +106,24 @@ def _scenario(scenario_id: str, runs: Sequence[RunOutcome], confidence: float) -
 def score(result: EvalRun, confidence: float = DEFAULT_CONFIDENCE) -> Score:
     """The eval's pass rates and pass^k, per scenario and overall, each with its interval."""
     by_scenario: dict[str, list[RunOutcome]] = {}
+    faults: Counter[str] = Counter()
     for run in sorted(result.runs, key=lambda r: r.index):
-        by_scenario.setdefault(run.scenario, []).append(run)
+        if run.simulator_fault:  # the simulated user broke its instructions: nothing to say of the agent
+            faults[run.scenario] += 1
+        else:
+            by_scenario.setdefault(run.scenario, []).append(run)
     scenarios = [_scenario(sid, by_scenario[sid], confidence) for sid in result.k if sid in by_scenario]
+    for scenario in scenarios:
+        scenario.simulator_faults = faults[scenario.id]
     k = min((s.runs for s in scenarios), default=0)
     overall = {j: sum(s.pass_hat[j] for s in scenarios) / len(scenarios) for j in range(1, k + 1)}
     return Score(
         scenarios=scenarios,
         k=k,
         pass_hat=overall,
-        runs=len(result.runs),
-        passed=sum(r.passed for r in result.runs),
+        runs=sum(s.runs for s in scenarios),
+        passed=sum(s.passed for s in scenarios),
+        simulator_faults=sum(faults.values()),
         skipped=result.skipped,
         stopped_on_budget=result.stopped_on_budget,
         input_tokens=sum(s.input_tokens for s in scenarios),

@@ -35,6 +35,7 @@ __all__ = [
     "NoToolCallCheck",
     "PredicateCheck",
     "Scenario",
+    "SimulatorCheck",
     "Suite",
     "SuiteError",
     "TextCheck",
@@ -73,6 +74,8 @@ class Defaults(_Strict):
     max_turns: int | None = Field(default=None, ge=1)  # overrides the agent's max_session_turns
     budget: Budget | None = None
     judge_model: str | None = None  # alias for judge checks that name none
+    # sent to providers that take one (OpenAI, Gemini...): run i of a scenario uses seed + i - 1; None: none sent
+    seed: int | None = None
 
 
 class CallSpec(_Strict):
@@ -147,11 +150,29 @@ class JudgeCheck(_Strict):
     model: str | None = None  # alias from the config; None: defaults.judge_model
 
 
+class SimulatorCheck(_Strict):
+    """Did the simulated user (side b) keep to its instructions? A judge reads the transcript with them.
+
+    `simulator: default` uses the default rubric (`grading.SIMULATOR_RUBRIC`); any other text is the
+    rubric. A failed run is a simulator fault: reported apart and left out of the agent's rates."""
+
+    kind: Literal["simulator"] = "simulator"
+    simulator: str = Field(min_length=1)
+    model: str | None = None  # alias from the config; None: defaults.judge_model
+
+
 Check = Annotated[
-    ValuesCheck | PredicateCheck | ToolCallsCheck | NoToolCallCheck | EndReasonCheck | TextCheck | JudgeCheck,
+    ValuesCheck
+    | PredicateCheck
+    | ToolCallsCheck
+    | NoToolCallCheck
+    | EndReasonCheck
+    | TextCheck
+    | JudgeCheck
+    | SimulatorCheck,
     Field(discriminator="kind"),
 ]
-_KIND_KEYS = ("values", "predicate", "tool_calls", "no_tool_call", "end_reason", "text", "judge")
+_KIND_KEYS = ("values", "predicate", "tool_calls", "no_tool_call", "end_reason", "text", "judge", "simulator")
 
 
 class InitialState(_Strict):

@@ -15,6 +15,7 @@ from pathlib import Path
 from orchestrator.eval.report import Report, build_report, markdown
 from orchestrator.eval.runner import Evaluator
 from orchestrator.eval.sources import ModelSource, ReplaySource
+from orchestrator.eval.stats import DEFAULT_CONFIDENCE
 from orchestrator.eval.suite import load_suite
 
 __all__ = ["assert_suite", "run_suite"]
@@ -27,11 +28,12 @@ async def run_suite(
     storage: str = ":memory:",
     k: int | None = None,
     only: Sequence[str] = (),
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Report:
-    """Run a suite (default: replaying its cassettes) and score it."""
+    """Run a suite (default: replaying its cassettes) and score it, intervals at `confidence`."""
     suite = load_suite(path).with_runs(k)
     evaluator = Evaluator(suite, source or ReplaySource(suite.cassette_dir()), storage=storage)
-    return build_report(await evaluator.run(only))
+    return build_report(await evaluator.run(only), confidence)
 
 
 async def assert_suite(
