@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from orchestrator.runtime import Runtime
 from orchestrator.server import docs as api_docs
-from orchestrator.server import files, routes, ws
+from orchestrator.server import files, routes, time_travel, ws
 from orchestrator.server.auth import Authenticator, load_tokens
 from orchestrator.server.errors import install_error_handlers
 from orchestrator.server.guard import SiteGuard
@@ -76,6 +76,7 @@ def create_app(
     app.state.server = state
     install_error_handlers(app)
     app.include_router(routes.router)
+    app.include_router(time_travel.router)
     app.include_router(ws.router)
     app.include_router(files.router)
     if docs:
