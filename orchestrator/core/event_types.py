@@ -34,6 +34,18 @@ from orchestrator.core.messages import Event, Message, SideName, StoppedBy
 from providers.stream import FinishReason
 
 __all__ = [
+    "QuestionAnsweredData",
+    "QuestionAnsweredEvent",
+    "ResultSubmittedData",
+    "ResultSubmittedEvent",
+    "ApprovalDecidedData",
+    "ApprovalDecidedEvent",
+    "QuestionAskedData",
+    "QuestionAskedEvent",
+    "ResultRequestedData",
+    "ResultRequestedEvent",
+    "ApprovalRequestedData",
+    "ApprovalRequestedEvent",
     "AnswerEndData",
     "BUILTIN_EVENTS",
     "BUILTIN_EVENT_TYPES",
@@ -222,6 +234,48 @@ class ToolProgressData(_Data):
     message: str | None
 
 
+class ApprovalRequestedData(_Data):
+    call_id: str = Field(description="The tool call waiting; decide it with POST /threads/{id}/calls/{call_id}/...")
+    tool: str
+    arguments: dict[str, JsonValue]
+    side: SideName
+    expires_at: float | None = Field(description="Unix time it is rejected unless decided; null: never")
+
+
+class ResultRequestedData(_Data):
+    call_id: str
+    tool: str
+    arguments: dict[str, JsonValue]
+    side: SideName
+
+
+class QuestionAskedData(_Data):
+    call_id: str
+    tool: str
+    position: int = Field(description="Which pause of the call (0 first)")
+    payload: JsonValue = Field(description="What the tool asked (`state.ask(payload)`)")
+    side: SideName
+
+
+class ApprovalDecidedData(_Data):
+    call_id: str
+    tool: str
+    decision: Literal["approved", "rejected", "result", "answer", "stopped"]
+    reason: str | None
+    arguments: dict[str, JsonValue] | None = Field(description="The approver's edited arguments, if any")
+
+
+class ResultSubmittedData(_Data):
+    call_id: str
+    tool: str
+    tool_status: Literal["success", "error"] | None
+
+
+class QuestionAnsweredData(_Data):
+    call_id: str
+    position: int
+
+
 class ExecutionStoppedData(_Data):
     flow_id: str
     reason: str = Field(description="Why it ended: a turn's end reason, max_session_turns, a stop's reason, or rest")
@@ -365,6 +419,36 @@ class ThreadRewoundEvent(_Envelope):
     data: ThreadRewoundData
 
 
+class ApprovalRequestedEvent(_Envelope):
+    type: Literal["approval_requested"]
+    data: ApprovalRequestedData
+
+
+class ResultRequestedEvent(_Envelope):
+    type: Literal["result_requested"]
+    data: ResultRequestedData
+
+
+class QuestionAskedEvent(_Envelope):
+    type: Literal["question_asked"]
+    data: QuestionAskedData
+
+
+class ApprovalDecidedEvent(_Envelope):
+    type: Literal["approval_decided"]
+    data: ApprovalDecidedData
+
+
+class ResultSubmittedEvent(_Envelope):
+    type: Literal["result_submitted"]
+    data: ResultSubmittedData
+
+
+class QuestionAnsweredEvent(_Envelope):
+    type: Literal["question_answered"]
+    data: QuestionAnsweredData
+
+
 class ExecutionStoppedEvent(_Envelope):
     type: Literal["execution_stopped"]
     data: ExecutionStoppedData
@@ -398,6 +482,12 @@ BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
     ToolProgressEvent,
     SubagentStartedEvent,
     TurnEndedEvent,
+    ApprovalRequestedEvent,
+    ResultRequestedEvent,
+    QuestionAskedEvent,
+    ApprovalDecidedEvent,
+    ResultSubmittedEvent,
+    QuestionAnsweredEvent,
     ExecutionStoppedEvent,
     ExecutionFailedEvent,
 )
@@ -455,6 +545,12 @@ TypedEvent = Annotated[
     | Annotated[ToolProgressEvent, Tag("tool_progress")]
     | Annotated[SubagentStartedEvent, Tag("subagent_started")]
     | Annotated[TurnEndedEvent, Tag("turn_ended")]
+    | Annotated[ApprovalRequestedEvent, Tag("approval_requested")]
+    | Annotated[ResultRequestedEvent, Tag("result_requested")]
+    | Annotated[QuestionAskedEvent, Tag("question_asked")]
+    | Annotated[ApprovalDecidedEvent, Tag("approval_decided")]
+    | Annotated[ResultSubmittedEvent, Tag("result_submitted")]
+    | Annotated[QuestionAnsweredEvent, Tag("question_answered")]
     | Annotated[ExecutionStoppedEvent, Tag("execution_stopped")]
     | Annotated[ExecutionFailedEvent, Tag("execution_failed")]
     | Annotated[CustomEvent, Tag("custom")],

@@ -75,7 +75,9 @@ class MessagesResult(BaseModel):
     has_more: bool
 
 
-ThreadStatus = Literal["idle", "running", "completed", "stopped", "failed"]
+ThreadStatus = Literal[
+    "idle", "running", "waiting", "completed", "stopped", "failed"
+]  # waiting: for calls (core/waiting.py)
 _ENDS_EXECUTION = frozenset({"end_conversation", "stopped"})  # turn end reasons that end the execution too
 
 

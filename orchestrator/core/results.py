@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class ToolAttachment(BaseModel):
@@ -44,6 +44,19 @@ class ToolResult(BaseModel):
     error: str | None = None
     stack: str | None = None
     attachments: list[ToolAttachment | AttachmentRef] | None = None
+    _deferred: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def deferred(cls) -> ToolResult:
+        """ "The result comes later, from outside" (PydanticAI's `CallDeferred`): the call waits,
+        unanswered, until `thread.submit_result(call_id, result)`; the thread rests meanwhile."""
+        marker = cls(status="success")
+        marker._deferred = True
+        return marker
+
+    @property
+    def is_deferred(self) -> bool:
+        return self._deferred
 
     @classmethod
     def ok(cls, result: str | None = None, **kw: object) -> ToolResult:

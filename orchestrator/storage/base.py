@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessageEvents, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
+from orchestrator.core.waiting import Decision, WaitingCall
 
 if TYPE_CHECKING:
     from orchestrator.storage.history import Outline
@@ -193,6 +194,29 @@ class Storage(ABC):
     async def commit(self, write: StepWrite) -> list[Message]:
         """Write atomically; returns `new_messages` with `seq` assigned. `message_events` are written
         with the seqs assigned (`MessageEvents.rows`), in the same transaction."""
+
+    # -- tool calls waiting for the outside (orchestrator/core/waiting.py) ---
+    @abstractmethod
+    async def add_waiting_calls(self, calls: Sequence[WaitingCall]) -> None:
+        """Store new waiting calls; one already stored at its (thread, call, position) is kept as it is
+        (a call run again after a crash asks again, and the first request, maybe decided, counts)."""
+
+    @abstractmethod
+    async def waiting_calls(
+        self, thread_id: str, *, open_only: bool = False, call_id: str | None = None
+    ) -> list[WaitingCall]:
+        """The thread's waiting calls (decided ones too unless `open_only`), oldest request first."""
+
+    @abstractmethod
+    async def decide_waiting_call(
+        self, thread_id: str, call_id: str, position: int, decision: Decision, decided_at: float
+    ) -> bool:
+        """Decide an open waiting call in one conditional write: True when this write decided it, False
+        when it was decided already (or does not exist). Two deciders racing: exactly one gets True."""
+
+    @abstractmethod
+    async def expired_waiting_calls(self, now: float, limit: int = 100) -> list[WaitingCall]:
+        """Open waiting calls of any thread whose `expires_at` is at or before `now`."""
 
     # -- one execution per thread ------------------------------------------
     @abstractmethod

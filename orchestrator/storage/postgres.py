@@ -23,8 +23,10 @@ import structlog
 from orchestrator.core.extras import require
 from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
+from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.storage import _common as c
 from orchestrator.storage import _history_postgres as history
+from orchestrator.storage import waiting_store as w
 from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending
 from orchestrator.storage.base import (
     DuplicateEventError,
@@ -429,6 +431,27 @@ class PostgresStorage(Storage):
         return stored
 
     # -- leases ----------------------------------------------------------------
+
+    async def add_waiting_calls(self, calls: Sequence[WaitingCall]) -> None:
+        if calls:
+            async with self._connection() as conn, conn.transaction():
+                await w.pg_add(conn, calls)
+
+    async def waiting_calls(
+        self, thread_id: str, *, open_only: bool = False, call_id: str | None = None
+    ) -> list[WaitingCall]:
+        async with self._connection() as conn:
+            return await w.pg_list(conn, thread_id, open_only, call_id)
+
+    async def decide_waiting_call(
+        self, thread_id: str, call_id: str, position: int, decision: Decision, decided_at: float
+    ) -> bool:
+        async with self._connection() as conn:
+            return await w.pg_decide(conn, thread_id, call_id, position, decision.model_dump_json(), decided_at)
+
+    async def expired_waiting_calls(self, now: float, limit: int = 100) -> list[WaitingCall]:
+        async with self._connection() as conn:
+            return await w.pg_expired(conn, now, limit)
 
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
         c.check_ttl(ttl)

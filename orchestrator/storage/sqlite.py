@@ -28,8 +28,10 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
 from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
+from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.storage import _common as c
 from orchestrator.storage import _history_sqlite as history
+from orchestrator.storage import waiting_store as w
 from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending, split_statements
 from orchestrator.storage._thread import Elsewhere, StorageThread
 from orchestrator.storage._wal import WalCheckpointer
@@ -298,6 +300,26 @@ class SQLiteStorage(Storage):
 
     async def commit(self, write: StepWrite) -> list[Message]:
         return await self._run(_write_tx, _commit, write)  # checked on the storage thread: see `_commit`
+
+    # -- waiting calls (waiting_store.py) ---------------------------------------
+
+    async def add_waiting_calls(self, calls: Sequence[WaitingCall]) -> None:
+        if calls:
+            await self._run(_write_tx, w.sqlite_add, list(calls))
+
+    async def waiting_calls(
+        self, thread_id: str, *, open_only: bool = False, call_id: str | None = None
+    ) -> list[WaitingCall]:
+        return await self._run(w.sqlite_list, thread_id, open_only, call_id)
+
+    async def decide_waiting_call(
+        self, thread_id: str, call_id: str, position: int, decision: Decision, decided_at: float
+    ) -> bool:
+        text = decision.model_dump_json()
+        return await self._run(_write_tx, w.sqlite_decide, thread_id, call_id, position, text, decided_at)
+
+    async def expired_waiting_calls(self, now: float, limit: int = 100) -> list[WaitingCall]:
+        return await self._run(w.sqlite_expired, now, limit)
 
     # -- leases ----------------------------------------------------------------
 
