@@ -288,3 +288,32 @@ def test_the_page_lists_your_threads_newest_first_and_opens_one(server: LiveServ
     answer = p.request.get(server.url + icon)
     assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg+xml")
     assert missing == []
+
+
+def test_fork_from_here_opens_the_fork_and_the_tree_shows_both(server: LiveServer, page: object) -> None:
+    from playwright.sync_api import expect
+
+    p = page  # type: ignore[assignment]
+    _sign_in(p, server)
+    p.select_option("#agent", "support_demo")
+    p.click("#new-thread")
+    expect(p.locator("#connection")).to_have_text("live")
+    original = p.locator("#info-id").text_content()
+    p.click("#run")
+    expect(p.locator("#status")).to_contain_text("stopped: end_conversation (side b)")
+    first = p.locator(".msg.side-a").first
+    seq = first.get_attribute("data-seq")
+    first.locator("button.fork").click()  # side a's first answer: a valid point
+
+    expect(p.locator("#info-id")).not_to_have_text(original or "")
+    fork_id = p.locator("#info-id").text_content()
+    expect(p.locator(".msg.side-a")).to_have_count(1)  # the fork's history ends at that message
+    expect(p.locator(".msg.side-b")).to_have_count(0)
+    expect(p.locator("#fork-tree-section")).to_be_visible()
+    tree = p.locator("#fork-tree button.thread")
+    expect(tree).to_have_count(2)
+    expect(p.locator(f"#fork-tree button[data-id='{fork_id}']")).to_have_attribute("aria-current", "true")
+    expect(p.locator(f"#fork-tree button[data-id='{fork_id}']")).to_contain_text(f"at {seq}")
+    p.locator(f"#fork-tree button[data-id='{original}']").click()  # back to the original: untouched
+    expect(p.locator("#info-id")).to_have_text(original or "")
+    expect(p.locator(".msg.side-b")).to_have_count(2)

@@ -62,6 +62,8 @@ def _message(exc: Exception) -> tuple[str, bool]:
     from orchestrator.definitions.define import DefinitionError
     from orchestrator.definitions.loader import LoadError
     from orchestrator.engine.executor import ExecutionFailed
+    from orchestrator.storage.base import ThreadBusyError
+    from orchestrator.storage.history import HistoryPointError
     from providers.config import ConfigError
     from providers.stream import ProviderError
 
@@ -77,6 +79,8 @@ def _message(exc: Exception) -> tuple[str, bool]:
         return str(exc), True
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0]), True
+    if isinstance(exc, (HistoryPointError, ThreadBusyError)):  # a fork or rewind's point or a busy thread
+        return str(exc), True
     return f"{type(exc).__name__}: {exc}", isinstance(exc, NothingToSend)
 
 

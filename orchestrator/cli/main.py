@@ -554,11 +554,14 @@ def _parse_args(pairs: tuple[str, ...]) -> dict[str, Any] | None:
 
 def _register_commands() -> None:
     """Commands that live beside the code they drive (each imports lazily)."""
+    from orchestrator.cli.fork import fork, rewind
     from orchestrator.cli.worker import worker
     from orchestrator.server.cli import serve
 
     main.add_command(serve)
     main.add_command(worker)
+    main.add_command(fork)
+    main.add_command(rewind)
 
 
 _register_commands()

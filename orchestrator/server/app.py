@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from orchestrator.runtime import Runtime
-from orchestrator.server import agui, files, routes, waiting_routes, ws
+from orchestrator.server import agui, files, routes, time_travel, waiting_routes, ws
 from orchestrator.server import docs as api_docs
 from orchestrator.server.auth import Authenticator, load_tokens
 from orchestrator.server.errors import install_error_handlers
@@ -76,6 +76,7 @@ def create_app(
     app.state.server = state
     install_error_handlers(app)
     app.include_router(routes.router)
+    app.include_router(time_travel.router)
     app.include_router(ws.router)
     app.include_router(files.router)
     app.include_router(agui.router)  # AG-UI frontends (the agui extra)

@@ -113,6 +113,8 @@ def thread_out(srv: ServerState, thread: Thread) -> ThreadOut:
         usage=record.usage,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        forked_from=record.forked_from,
+        forked_at=record.forked_at,
     )
 
 
@@ -303,11 +305,11 @@ async def get_messages(
     order: Literal["asc", "desc"] = "asc",
     include_silent: bool = False,
     max_depth: Annotated[int | None, Query(ge=0, le=100)] = None,
+    include_superseded: bool = False,
 ) -> MessagesPage:
     thread = await find_thread(srv, who, thread_id)
-    page = await thread.get_messages(
-        limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
-    )
+    shown = {"include_silent": include_silent, "include_superseded": include_superseded}
+    page = await thread.get_messages(limit=limit, offset=offset, order=order, max_depth=max_depth, **shown)
     return MessagesPage(messages=page.messages, total=page.total, has_more=page.has_more)
 
 

@@ -93,6 +93,14 @@ class ForceTurn(_Strict):
     side: SideName
 
 
+class ForkBody(_Strict):
+    at: int = Field(ge=1, le=2**62, strict=True, description="The message seq the fork's history ends at (included)")
+
+
+class RewindBody(_Strict):
+    to: int = Field(ge=1, le=2**62, strict=True, description="The message seq the thread continues from")
+
+
 # -- responses -------------------------------------------------------------
 
 
@@ -108,6 +116,22 @@ class ThreadOut(_Strict):
     usage: Usage
     created_at: float
     updated_at: float
+    forked_from: str | None = None
+    forked_at: int | None = None
+
+
+class Rewound(_Strict):
+    thread_id: str
+    to: int
+    superseded: int = Field(description="How many later messages were marked superseded")
+
+
+class ForkTree(_Strict):
+    """The threads forked from one another that you may see: `root` and every fork below it, each
+    with `forked_from` / `forked_at` (the tree's edges)."""
+
+    root: str
+    threads: list[ThreadOut]
 
 
 class ThreadList(_Strict):

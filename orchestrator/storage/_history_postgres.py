@@ -8,7 +8,7 @@ from typing import Any
 from orchestrator.core.messages import ThreadRecord
 from orchestrator.storage import _common as c
 from orchestrator.storage.base import StorageError
-from orchestrator.storage.history import AS_OF_SQL, LoggedValue, Outline, attachment_ids, check_point, outline_of
+from orchestrator.storage.history import AS_OF_SQL, LoggedValue, Outline, attachment_ids, check_point, gone, outline_of
 
 _AS_OF = AS_OF_SQL.format(p1="$1", p2="$2", false="FALSE")
 _THREAD_INSERT = (
@@ -33,6 +33,14 @@ _HISTORY_COPY = (
 _FILE_COPY = (
     "INSERT INTO files (thread_id, id, name, mime_type, size, width, height, data) "
     "SELECT $1, id, name, mime_type, size, width, height, data FROM files WHERE thread_id = $2 AND id = ANY($3)"
+)
+_VALUES_AS_OF_COPY = (
+    f"INSERT INTO thread_values (thread_id, key, value) SELECT $3, a.key, a.value::json FROM ({_AS_OF}) a "
+    "WHERE a.kind = 'value'"
+)
+_ENV_AS_OF_COPY = (
+    f"INSERT INTO env_values (scope, owner_id, name, value, type) SELECT 'thread', $3, a.key, a.value, "
+    f"COALESCE(a.type, 'secret') FROM ({_AS_OF}) a WHERE a.kind = 'env'"
 )
 _EVENT_INSERT = "INSERT INTO events (thread_id, seq, type, data, at) VALUES ($1, $2, $3, $4, $5)"
 _VALUE_WRITE = (
@@ -66,8 +74,11 @@ async def fork(conn: Any, source_id: str, at: int, fork: ThreadRecord, events: l
     the files those messages refer to (copied)."""
     import asyncpg
 
-    await conn.execute("SELECT 1 FROM threads WHERE id = $1 FOR SHARE", source_id)  # no rewind meanwhile
-    check_point(await outline(conn, source_id), at, source_id, "fork")
+    if await conn.fetchval("SELECT 1 FROM threads WHERE id = $1 FOR SHARE", source_id) is None:  # no rewind now
+        raise c.thread_not_found(source_id)
+    still = "SELECT 1 FROM messages WHERE thread_id = $1 AND seq = $2 AND NOT superseded"
+    if await conn.fetchval(still, source_id, at) is None:  # messages up to `at` change only by a rewind
+        raise gone(at, source_id)
     try:
         await conn.execute(_THREAD_INSERT, *c.thread_to_row(fork))
     except asyncpg.UniqueViolationError as exc:
@@ -76,7 +87,8 @@ async def fork(conn: Any, source_id: str, at: int, fork: ThreadRecord, events: l
         await conn.executemany(_EVENT_INSERT, events)
     await conn.execute(_MESSAGES_COPY, fork.id, source_id, at)
     await conn.execute(_HISTORY_COPY, fork.id, source_id, at)
-    await _write_values(conn, fork.id, await values_as_of(conn, source_id, at))
+    await conn.execute(_VALUES_AS_OF_COPY, source_id, at, fork.id)  # one statement: no round trip per value
+    await conn.execute(_ENV_AS_OF_COPY, source_id, at, fork.id)
     referred = await conn.fetch(
         "SELECT attachments::text FROM messages WHERE thread_id = $1 AND seq <= $2 AND NOT superseded "
         "AND attachments::text <> '[]'",

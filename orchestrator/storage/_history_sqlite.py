@@ -8,7 +8,7 @@ import sqlite3
 from orchestrator.core.messages import ThreadRecord
 from orchestrator.storage import _common as c
 from orchestrator.storage.base import StorageError
-from orchestrator.storage.history import AS_OF_SQL, LoggedValue, Outline, attachment_ids, check_point, outline_of
+from orchestrator.storage.history import AS_OF_SQL, LoggedValue, Outline, attachment_ids, check_point, gone, outline_of
 
 _AS_OF = AS_OF_SQL.format(p1="?", p2="?", false="0")
 _THREAD_INSERT = (
@@ -50,7 +50,11 @@ def values_as_of(conn: sqlite3.Connection, thread_id: str, seq: int) -> list[Log
 def fork(conn: sqlite3.Connection, source_id: str, at: int, fork: ThreadRecord, events: list[c.EventRow]) -> None:
     """The new thread `fork` with `source_id`'s messages up to `at`, its values and env as of `at`, and
     the files those messages refer to (copied)."""
-    check_point(outline(conn, source_id), at, source_id, "fork")
+    still = "SELECT 1 FROM messages WHERE thread_id = ? AND seq = ? AND superseded = 0"
+    if conn.execute(still, (source_id, at)).fetchone() is None:  # messages up to `at` change only by a rewind
+        if conn.execute("SELECT 1 FROM threads WHERE id = ?", (source_id,)).fetchone() is None:
+            raise c.thread_not_found(source_id)
+        raise gone(at, source_id)
     try:
         conn.execute(_THREAD_INSERT, c.thread_to_row(fork))
     except sqlite3.IntegrityError as exc:

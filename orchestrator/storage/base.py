@@ -238,7 +238,9 @@ class Storage(ABC):
     async def fork_thread(self, source_id: str, at: int, fork: ThreadRecord, events: Sequence[Event] = ()) -> None:
         """Store the new thread `fork` with `source_id`'s messages up to and including seq `at`, its key-value
         store and env values as of `at`, and the files those messages refer to; `events` (the fork's first)
-        in the same transaction. Raises HistoryPointError for a point inside a step or no message's."""
+        in the same transaction. The caller has checked the point (`history.check_point` on
+        `message_outline`); messages up to it change only by a rewind, so the store refuses (with
+        HistoryPointError) only a point no stored message holds any more."""
         raise NotImplementedError(f"{type(self).__name__} does not keep a thread's history (fork, rewind)")
 
     async def rewind_thread(self, thread: ThreadRecord, to: int, lease: Lease, events: Sequence[Event] = ()) -> int:

@@ -102,6 +102,16 @@ def check_point(outline: Sequence[Outline], seq: int, thread_id: str, verb: str)
         )
 
 
+def gone(seq: int, thread_id: str) -> HistoryPointError:
+    """Message `seq` was there when the point was checked and is not now (a rewind superseded it)."""
+    return HistoryPointError(
+        f"fork: message {seq} of thread {thread_id!r} is no longer in its history (rewound meanwhile); fork again",
+        seq=seq,
+        before=None,
+        after=None,
+    )
+
+
 def attachment_ids(attachments: str | list[dict[str, object]] | None) -> list[str]:
     """The file ids a message's stored attachments refer to."""
     raw = json.loads(attachments) if isinstance(attachments, str) else (attachments or [])

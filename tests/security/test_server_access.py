@@ -55,6 +55,9 @@ def _routes(tid: str) -> list[tuple[str, str, dict | None]]:
         ("PUT", f"/threads/{tid}/values/k", {"value": 1}),
         ("GET", f"/threads/{tid}/env", None),
         ("PUT", f"/threads/{tid}/env/API_SECRET", {"value": "bob-overwrites"}),
+        ("POST", f"/threads/{tid}/fork", {"at": 1}),
+        ("POST", f"/threads/{tid}/rewind", {"to": 1}),
+        ("GET", f"/threads/{tid}/tree", None),
     ]
 
 

@@ -87,6 +87,7 @@ function onMessage(m) {
     if (m.content) {
       streaming.querySelector(".text").textContent = m.content;
       streaming.classList.remove("streaming");
+      forkable(streaming, m);
     } else {
       streaming.remove();
     }
@@ -94,8 +95,54 @@ function onMessage(m) {
   }
   if (!m.content && !(m.attachments || []).length) return;
   const node = bubble(side, m.content || "", (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : ""), firstCardOf(m));
-  node.dataset.seq = m.seq;
+  forkable(node, m);
   showFiles(node, m.attachments);
+}
+
+// -- time travel: "fork from here" on each message, and the thread's fork tree --
+
+function forkable(node, m) {
+  node.dataset.seq = m.seq;
+  if (m.depth > 0) return;  // a nested prompt's message is inside its caller's step
+  const button = el("button", "fork small", "fork from here");
+  button.type = "button";
+  button.title = `A new thread with this one's history up to message ${m.seq}`;
+  button.addEventListener("click", () => forkAt(m.seq));
+  node.appendChild(button);
+}
+
+async function forkAt(seq) {
+  const fork = await api("POST", `/threads/${encodeURIComponent(view.threadId)}/fork`, { at: seq }).catch(() => null);
+  if (!fork) return;  // api() showed the error (a point inside a step names the nearest valid ones)
+  await openThread(fork.id);
+  loadThreads();
+}
+
+async function loadTree(threadId) {
+  const tree = await api("GET", `/threads/${encodeURIComponent(threadId)}/tree`).catch(() => null);
+  if (!tree || view.threadId !== threadId) return;
+  const items = {};
+  const root = el("ol", "fork-tree");
+  for (const t of tree.threads) {
+    const item = el("li");
+    const button = el("button", "thread small", t.forked_from ? `${t.id.slice(0, 12)}… at ${t.forked_at}` : t.id.slice(0, 12) + "…");
+    button.type = "button";
+    button.dataset.id = t.id;
+    if (t.id === threadId) button.setAttribute("aria-current", "true");
+    button.addEventListener("click", () => openThread(t.id).catch(() => {}));
+    item.appendChild(button);
+    items[t.id] = item;
+    const parent = t.forked_from && items[t.forked_from];
+    if (parent) {
+      let list = parent.querySelector("ol");
+      if (!list) parent.appendChild(list = el("ol"));
+      list.appendChild(item);
+    } else {
+      root.appendChild(item);
+    }
+  }
+  $("fork-tree").replaceChildren(root);
+  $("fork-tree-section").hidden = tree.threads.length < 2;
 }
 
 // -- attachments: images inline, other files as links (fetched with the token) --
@@ -319,8 +366,18 @@ async function openThread(id) {
   for (const b of document.querySelectorAll("#threads .thread")) {
     if (b.dataset.id === thread.id) b.setAttribute("aria-current", "true"); else b.removeAttribute("aria-current");
   }
+  loadTree(thread.id);
+  if (thread.forked_from) await showForkedHistory(thread);
   await eventTypesReady;
   connect();
+}
+
+// A fork's event log starts at its fork: the history it was given is read as messages.
+async function showForkedHistory(thread) {
+  const path = `/threads/${encodeURIComponent(thread.id)}/messages?limit=1000`;
+  const page = await api("GET", path).catch(() => null);
+  if (!page || view.threadId !== thread.id) return;
+  for (const m of page.messages) if (m.seq <= thread.forked_at) onMessage(m);
 }
 
 // -- your threads: newest first, with agent and status (GET /threads answers only the token's own) --
