@@ -433,3 +433,34 @@ def test_the_test_model_answers_any_output_type_validly(seed):
         body |= spec.request("openai", "native").extra
         answer = TestModel()(body)
         spec.parse(answer.text, "openai")  # raises OutputInvalid if it is not the type
+
+
+# -- output_delta: the partial object as it streams ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "stream"), CASES)
+async def test_output_delta_events_carry_the_partial_object(typed, shape, stream):
+    import asyncio
+
+    t = await typed(shape, stream, [ANSWER[shape](VALID)])
+    thread = await t.runtime.create_thread("chat")
+    deltas: list[Any] = []
+
+    async def watch() -> None:
+        async for event in thread.events():
+            if event.type == "output_delta":
+                deltas.append(event.data)
+            if event.type == "execution_stopped":
+                return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    await thread.send("The capital of France?")
+    await asyncio.wait_for(watcher, 5)
+    text = "".join(d["text"] for d in deltas)
+    assert json.loads(text) == json.loads(VALID) and len(deltas) >= 2
+    partials = [json.loads(text[: d["upto"]] + d["close"]) for d in deltas if d["upto"]]
+    assert partials[0] != partials[-1] == {"name": "Paris", "population": 2100000}
+    assert all(set(p) <= {"name", "population"} for p in partials)
+    replay = [e.type for e in await t.runtime.storage.events_after(thread.id, 0)]
+    assert "output_delta" not in replay and "message_created" in replay  # live only, like text_delta

@@ -26,6 +26,8 @@ __all__ = [
     "AnswerEndPayload",
     "DeltaName",
     "DeltaPayload",
+    "OutputDeltaPayload",
+    "StreamDeltaName",
     "EmittedEventName",
     "ExecutionStartedPayload",
     "ExecutionStoppedPayload",
@@ -54,6 +56,7 @@ checked. Its own type so that a built-in name written in the runtime's code cann
 
 TurnEndReason = Literal["stopped", "end_conversation", "stop_tool", "forced", "response", "max_steps"]
 DeltaName = Literal["text_delta", "reasoning_delta"]
+StreamDeltaName = Literal["text_delta", "reasoning_delta", "output_delta"]  # what `EventBus.publish_delta` takes
 AnswerEndName = Literal["model_truncated", "model_content_filtered", "model_finish_error"]
 
 
@@ -93,6 +96,13 @@ class DeltaPayload(TypedDict):
     side: SideName
     depth: int
     text: str
+
+
+class OutputDeltaPayload(DeltaPayload):
+    """`output_delta`: `json.loads(answer[:upto] + close)` is the typed answer's partial object."""
+
+    upto: int
+    close: str
 
 
 ModelFallbackPayload = TypedDict("ModelFallbackPayload", {"from": str, "to": str, "error": str})
@@ -189,6 +199,8 @@ class Publish(Protocol):
     def __call__(self, type: Literal["stream_restarted"], data: StreamRestartedPayload, /) -> None: ...
     @overload
     def __call__(self, type: DeltaName, data: DeltaPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["output_delta"], data: OutputDeltaPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["model_fallback"], data: ModelFallbackPayload, /) -> None: ...
     @overload
