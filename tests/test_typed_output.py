@@ -464,3 +464,69 @@ async def test_output_delta_events_carry_the_partial_object(typed, shape, stream
     assert all(set(p) <= {"name", "population"} for p in partials)
     replay = [e.type for e in await t.runtime.storage.events_after(thread.id, 0)]
     assert "output_delta" not in replay and "message_created" in replay  # live only, like text_delta
+
+
+# -- a typed prompt called as a tool; tools returning structured results ---------------------------------
+
+
+async def test_a_typed_prompt_as_a_tool_returns_json_to_its_caller_and_the_value_to_hooks(make_runtime):
+    from orchestrator import ToolResult, define_hook, define_tool
+    from providers.scripted import ScriptedCall, ScriptedResponse
+
+    seen: list[ToolResult] = []
+
+    async def after(state: Any, call: Any, result: ToolResult) -> None:
+        seen.append(result)
+
+    async def report(state: Any) -> City:  # a tool returning a pydantic model
+        return City(name="Lyon", population=None)
+
+    defs = definitions(
+        tools={"report": define_tool(description="A city report", execute=report)},
+        prompts={
+            "asker": define_prompt(prompt="You ask.", tool_description="asks", tools=("city", "report")),
+            "city": define_prompt(prompt="You know cities.", tool_description="cities", output=City),
+        },
+        agents={"chat": define_agent(type="ai_human", side_a=Side("asker"))},
+        hooks={"after_tool_call_success": define_hook("after_tool_call_success", after)},
+    )
+    script = [
+        ScriptedResponse(tool_calls=[ScriptedCall("city", {"message": "France?"}), ScriptedCall("report", {})]),
+        ScriptedResponse(text='{"name": "Paris", "population": "many"}'),  # the nested prompt, corrected once
+        ScriptedResponse(text=VALID),
+        ScriptedResponse(text="Paris it is."),
+    ]
+    runtime, model = await make_runtime(defs, script)
+    thread = await runtime.create_thread("chat")
+    result = await thread.send("The capital of France?")
+    assert result.output == "Paris it is."
+    by_value = sorted((r.value for r in seen), key=lambda v: v["name"])
+    assert by_value == [{"name": "Lyon", "population": None}, {"name": "Paris", "population": 2100000}]
+    results = {m.name: m.content for m in (await thread.get_messages()).messages if m.role == "tool"}
+    assert json.loads(results["city"]) == json.loads(VALID)  # JSON text to the calling model
+    assert results["report"] == '{"name": "Lyon", "population": null}'  # serialised once, by ToolResult.of_value
+
+
+async def test_a_typed_prompt_as_a_tool_that_stays_invalid_is_the_callers_tool_error(make_runtime):
+    from providers.scripted import ScriptedCall, ScriptedResponse
+
+    defs = definitions(
+        prompts={
+            "asker": define_prompt(prompt="You ask.", tool_description="asks", tools=("city",)),
+            "city": define_prompt(prompt="You know cities.", tool_description="cities", output=City, output_retries=0),
+        },
+        agents={"chat": define_agent(type="ai_human", side_a=Side("asker"))},
+    )
+    script = [
+        ScriptedResponse(tool_calls=[ScriptedCall("city", {"message": "France?"})]),
+        ScriptedResponse(text="Paris, I think"),
+        ScriptedResponse(text="I could not find out."),
+    ]
+    runtime, _ = await make_runtime(defs, script)
+    thread = await runtime.create_thread("chat")
+    result = await thread.send("The capital of France?")
+    assert result.output == "I could not find out."
+    [tool] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert tool.tool_status == "error" and "prompt 'city' answered with a value that is not its output type" in (
+        tool.content or ""
+    )

@@ -19,13 +19,23 @@ from typing import Any
 from orchestrator.core.event_payloads import OutputDeltaPayload
 from orchestrator.core.execution_result import OutputFailure
 from orchestrator.core.messages import Message, SideName
+from orchestrator.core.results import ToolResult
 from orchestrator.definitions.define import PromptDefinition
 from orchestrator.definitions.output import OutputInvalid, OutputMode, OutputSpec, default_mode
 from orchestrator.engine.partial_json import PartialJson
 from orchestrator.engine.toolset import Toolset
 from providers.stream import ModelInfo
 
-__all__ = ["OutputDeltas", "OutputProblem", "add_to_toolset", "output_value", "read_answer", "settle", "system_note"]
+__all__ = [
+    "OutputDeltas",
+    "OutputProblem",
+    "add_to_toolset",
+    "output_value",
+    "read_answer",
+    "settle",
+    "system_note",
+    "tool_result",
+]
 
 OUTPUT_KEY = "output"  # metadata: the validated value's JSON form
 ERRORS_KEY = "output_errors"  # metadata: the fields that failed
@@ -162,6 +172,13 @@ def correction(answer: Message, fields: list[str]) -> Message:
         flow_id=answer.flow_id,
         metadata={CORRECTION_KEY: True, **parent},
     )
+
+
+def tool_result(answer: Message) -> ToolResult:
+    """A typed prompt's answer as a tool's result: its value as JSON text for the caller, the value for hooks."""
+    if OUTPUT_KEY in answer.metadata:
+        return ToolResult.of_value(answer.metadata[OUTPUT_KEY])
+    return ToolResult.ok(answer.content or "")
 
 
 def output_value(spec: OutputSpec | None, message: Message | None) -> tuple[bool, Any]:
