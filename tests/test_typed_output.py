@@ -530,3 +530,29 @@ async def test_a_typed_prompt_as_a_tool_that_stays_invalid_is_the_callers_tool_e
     assert tool.tool_status == "error" and "prompt 'city' answered with a value that is not its output type" in (
         tool.content or ""
     )
+
+
+# -- evals check fields of a typed answer -----------------------------------------------------------------
+
+
+async def test_an_output_check_reads_fields_of_the_last_typed_answer(typed):
+    from orchestrator.eval.suite import OutputCheck
+    from orchestrator.testing.checks import check_output, output_of
+
+    t = await typed("openai", "auto", [_openai('{"name": "Paris", "population": 2100000}')])
+    thread = await t.runtime.create_thread("chat")
+    await thread.send("The capital of France?")
+    value = await output_of(thread)
+    assert check_output(value, {"name": "Paris"}).passed
+    failed = check_output(value, {"name": "Lyon", "area": 1})
+    assert not failed and failed.reason.startswith('name: expected "Lyon", got "Paris"; area: no such field')
+    assert OutputCheck.model_validate({"output": {"name": "Paris"}}).kind == "output"
+
+
+def test_an_output_check_fails_clearly_on_a_text_answer_and_walks_lists():
+    from orchestrator.testing.checks import _NO_OUTPUT, check_output
+
+    assert check_output(_NO_OUTPUT, {"a": 1}).reason.startswith("the last answer is not a typed answer")
+    assert check_output({"items": [{"n": "mug"}]}, {"items.0.n": "mug"}).passed
+    assert check_output({"items": [{"n": "mug", "k": 1}]}, {"items.0": {"n": "mug"}}, subset=True).passed
+    assert not check_output({"items": []}, {"items.0": "mug"})

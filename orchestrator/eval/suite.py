@@ -141,6 +141,14 @@ class TextCheck(_Strict):
         return self
 
 
+class OutputCheck(_Strict):
+    """Fields of the last typed answer (a prompt's `output=`): dotted paths to the values expected."""
+
+    kind: Literal["output"] = "output"
+    output: dict[str, Any] = Field(min_length=1)  # "status": "shipped", "items.0": "mug", "customer.name": ...
+    subset: bool = False  # each expected value a JSON subset of the field's, instead of equal
+
+
 class JudgeCheck(_Strict):
     kind: Literal["judge"] = "judge"
     judge: str = Field(min_length=1)  # the judge's instructions; the transcript is appended
@@ -148,10 +156,17 @@ class JudgeCheck(_Strict):
 
 
 Check = Annotated[
-    ValuesCheck | PredicateCheck | ToolCallsCheck | NoToolCallCheck | EndReasonCheck | TextCheck | JudgeCheck,
+    ValuesCheck
+    | PredicateCheck
+    | ToolCallsCheck
+    | NoToolCallCheck
+    | EndReasonCheck
+    | TextCheck
+    | OutputCheck
+    | JudgeCheck,
     Field(discriminator="kind"),
 ]
-_KIND_KEYS = ("values", "predicate", "tool_calls", "no_tool_call", "end_reason", "text", "judge")
+_KIND_KEYS = ("values", "predicate", "tool_calls", "no_tool_call", "end_reason", "text", "output", "judge")
 
 
 class InitialState(_Strict):
