@@ -556,3 +556,28 @@ def test_an_output_check_fails_clearly_on_a_text_answer_and_walks_lists():
     assert check_output({"items": [{"n": "mug"}]}, {"items.0.n": "mug"}).passed
     assert check_output({"items": [{"n": "mug", "k": 1}]}, {"items.0": {"n": "mug"}}, subset=True).passed
     assert not check_output({"items": []}, {"items.0": "mug"})
+
+
+def test_the_page_shows_a_typed_answer_as_a_formatted_object(tmp_path):
+    """The page's own functions, run in node: a typed answer's value indented, any other message's text."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = (REPO / "orchestrator/server/static/app.js").read_text()
+    functions = [
+        re.search(rf"^function {n}\(m\) {{\n.*?^}}\n", script, re.S | re.M) for n in ("typedValue", "messageText")
+    ]
+    assert all(functions)
+    probe = tmp_path / "probe.js"
+    probe.write_text(
+        "".join(f.group(0) for f in functions if f)
+        + 'const typed = {role: "assistant", content: "{\\"a\\":1}", metadata: {output: {a: 1}}};\n'
+        + 'const plain = {role: "assistant", content: "plain", metadata: {}};\n'
+        + "console.log(JSON.stringify([messageText(typed), messageText(plain)]));\n"
+    )
+    out = subprocess.run([node, str(probe)], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == ['{\n  "a": 1\n}', "plain"]
