@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Coroutine, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -23,18 +24,23 @@ from pydantic import ValidationError
 
 from orchestrator.core.logs import ensure_logging, register_secrets
 from orchestrator.core.messages import EnvType, EnvValue, Event, MessagesResult, SideName, ThreadRecord
+from orchestrator.core.results import ToolResult
 from orchestrator.core.secrets import MIN_SECRET_LEN, SecretScopes
 from orchestrator.core.settings import RuntimeSettings
 from orchestrator.core.validation import describe
+from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.definitions.define import AgentDefinition, DefinitionError, MessageArgs
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy
 from orchestrator.engine.executor import Executed, ExecutionFailed, ExecutionResult, execute
+from orchestrator.engine.fork import fork_thread, rewind_thread
 from orchestrator.engine.hooks import Hooks
 from orchestrator.engine.live import LiveExecutions, StartTicket
 from orchestrator.engine.services import Services
 from orchestrator.engine.state import ThreadState
+from orchestrator.engine.waiting import NotWaitingError, WaitingDesk
 from orchestrator.storage import Storage, open_storage
+from orchestrator.storage.base import ThreadBusyError
 from orchestrator.storage.events import EventBus
 from orchestrator.storage.lease import Heartbeat
 from orchestrator.storage.owners import process_owner
@@ -58,8 +64,10 @@ class Runtime:
         storage: Storage,
         settings: RuntimeSettings | None = None,
         client: ModelClient | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.definitions = definitions
+        self.clock = clock  # waiting calls' request and expiry times
         self.config = config
         self.settings = settings or RuntimeSettings()
         self.storage = storage
@@ -67,7 +75,7 @@ class Runtime:
         self._services: Services | None = None
         self._open_lock = asyncio.Lock()
         self.live = LiveExecutions()  # which execution of a thread runs here; controls said before it does
-        self._tasks: set[asyncio.Task[ExecutionResult]] = set()  # executions start() began; close() waits for them
+        self._tasks: set[asyncio.Task[Any]] = set()  # executions start() began; close() waits for them
         self._inline: dict[asyncio.Future[None], asyncio.Task[Any]] = {}  # run()/send() executions: end -> caller
         self._broker: RedisBroker | None = None  # when settings.redis is set
 
@@ -140,6 +148,7 @@ class Runtime:
                     owner=process_owner(),
                     heartbeat=Heartbeat(self.storage),
                     mcp=_mcp_tools(self.config, redactor),
+                    clock=self.clock,
                 )
                 if broker is not None:
                     services.bus.use_broker(broker)
@@ -215,12 +224,21 @@ class Runtime:
 
     # -- threads -----------------------------------------------------------
     async def create_thread(
-        self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None
+        self,
+        agent: str,
+        arguments: dict[str, Any] | None = None,
+        user_id: str | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> Thread:
+        """A new thread of `agent`. `thread_id`: the id a protocol client chose (an AG-UI `threadId`);
+        storage refuses one that exists (StorageError). Default: a fresh `thr_...` id."""
         await self.open()
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
         record = ThreadRecord(agent_id=agent, user_id=user_id, arguments=args)
+        if thread_id is not None:
+            record.id = thread_id
         record = await self.services.bus.create_thread(record, {"agent": agent, "user_id": user_id})
         return Thread(self, record)
 
@@ -254,6 +272,20 @@ class Runtime:
                 "store it with type 'text' if it need not be hidden"
             )
         await self.storage.set_env("user", user_id, name, value, type)  # redacted in a thread once it reads it
+
+    @property
+    def waiting(self) -> WaitingDesk:
+        """Decisions on waiting calls (engine/waiting.py); `Thread.approve` and the others go through it."""
+        return WaitingDesk(self.services)
+
+    async def expire_waiting_calls(self) -> int:
+        """Reject every overdue approval (`approval_timeout`) and resume the threads that leaves with
+        nothing open; the number resumed. A server calls it now and then (`orchestrator serve` does)."""
+        await self.open()
+        resumed = 0
+        for thread_id in await self.waiting.expire_due():
+            resumed += await Thread(self, await self.storage.get_thread(thread_id)).resume() is not None
+        return resumed
 
     def _agent(self, name: str) -> AgentDefinition:
         agents: dict[str, AgentDefinition] = self.definitions.agents
@@ -316,35 +348,40 @@ class Thread:
         ticket = self._runtime.live.announce(self.id)
         return ticket.watch(self._start(text, ticket))
 
-    async def _to_end(self, text: str | None, ticket: StartTicket) -> ExecutionResult:
+    async def _to_end(
+        self, text: str | None, ticket: StartTicket, *, stop_waiting: str | None = None
+    ) -> ExecutionResult:
         """run() and send(): the execution runs in the caller's task, not a task of its own (which would be
         two more tasks per execution, one held while it runs); close() waits for its end all the same."""
-        await self._ready(text, ticket)
+        await self._ready(text, ticket, check=stop_waiting is None)
         caller = asyncio.current_task()
         assert caller is not None
         end: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._runtime._inline[end] = caller
         try:
-            return await self._execute(text, _Started(self, ticket, None))
+            return await self._execute(text, _Started(self, ticket, None), stop_waiting=stop_waiting)
         finally:
             ticket.settle(None)  # refused or failed before holding the lease; settled already otherwise
             del self._runtime._inline[end]
             end.set_result(None)
 
-    async def _ready(self, text: str | None, ticket: StartTicket) -> None:
+    async def _ready(self, text: str | None, ticket: StartTicket, *, check: bool = True) -> None:
         ticket.running()
         try:
-            self._check_kind(text)
+            if check:  # a resume goes on with the thread's own turn, whatever its kind
+                self._check_kind(text)
             await self._runtime.open()
         except BaseException:
             ticket.settle(None)
             raise
 
-    async def _start(self, text: str | None, ticket: StartTicket) -> asyncio.Task[ExecutionResult]:
-        await self._ready(text, ticket)
+    async def _start(
+        self, text: str | None, ticket: StartTicket, *, mode: Literal["start", "resume"] = "start"
+    ) -> asyncio.Task[ExecutionResult]:
+        await self._ready(text, ticket, check=mode == "start")
         started = asyncio.Event()
         on_start = _Started(self, ticket, started)
-        task = asyncio.create_task(self._execute(text, on_start))
+        task = asyncio.create_task(self._execute(text, on_start, resume=mode == "resume"))
         task.add_done_callback(on_start.done)  # one callback: each copies the caller's context
         self._runtime._tasks.add(task)
         waiter = asyncio.create_task(started.wait())
@@ -367,17 +404,98 @@ class Thread:
         if text is not None and (not isinstance(text, str) or not text.strip()):
             raise ValueError("send: text must be a non-empty string")
 
-    async def _execute(self, person_message: str | None, started: _Started) -> ExecutionResult:
+    async def _execute(
+        self, person_message: str | None, started: _Started, *, resume: bool = False, stop_waiting: str | None = None
+    ) -> ExecutionResult:
         done: Executed | None = None
         try:
-            done = await execute(self._runtime.services, self.record, person_message=person_message, on_start=started)
+            done = await execute(
+                self._runtime.services,
+                self.record,
+                person_message=person_message,
+                on_start=started,
+                resume_waiting=resume,
+                stop_waiting=stop_waiting,
+            )
         finally:
             if started.execution is not None:
                 self._runtime.live.ended(self.id, started.execution)
             if done is None:  # failed or cancelled: the record is what storage kept
                 self.record = await self._runtime.storage.get_thread(self.id)
         self.record = done.thread
+        if done.thread.status == "waiting" and not await self._runtime.waiting.calls(self.id):
+            await self.resume()  # decided while the step's other calls ran, its resume refused: go on now
         return done.result
+
+    # -- calls waiting for the outside (engine/waiting.py, docs/guide.md) --------
+    async def waiting_calls(self, *, include_decided: bool = False) -> list[WaitingCall]:
+        """The thread's calls waiting for an approval, a result or an answer (overdue approvals are
+        rejected first, which may resume the thread)."""
+        await self._runtime.open()
+        if await self._runtime.waiting.expire_thread(self.id):
+            await self.resume()
+        return await self._runtime.waiting.calls(self.id, open_only=not include_decided)
+
+    async def approve(self, call_id: str, args: dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult] | None:
+        """Let the waiting call run, with `args` instead of the model's when given (checked against the
+        tool's schema: WaitingCallError naming the fields, nothing stored). Once no call of the thread is
+        left waiting, the thread resumes: the task of that execution, else None."""
+        if args is not None and not isinstance(args, dict):
+            raise TypeError(f"approve: args must be a dict of the tool's arguments or None, got {type(args).__name__}")
+        return await self._decide(call_id, Decision(kind="approved", arguments=args))
+
+    async def reject(self, call_id: str, reason: str) -> asyncio.Task[ExecutionResult] | None:
+        """Refuse the waiting call: the model gets an error result carrying `reason`."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("reject: reason must be a non-empty string (the model reads it)")
+        return await self._decide(call_id, Decision(kind="rejected", reason=reason))
+
+    async def submit_result(self, call_id: str, result: ToolResult | str) -> asyncio.Task[ExecutionResult] | None:
+        """The result of a deferred call (a string is a success with that text)."""
+        if isinstance(result, str):
+            result = ToolResult.ok(result)
+        if not isinstance(result, ToolResult):
+            raise TypeError(f"submit_result: result must be a ToolResult or a str, got {type(result).__name__}")
+        return await self._decide(call_id, Decision(kind="result", result=result))
+
+    async def answer(self, call_id: str, value: Any) -> asyncio.Task[ExecutionResult] | None:
+        """The answer to the question the call asked (`state.ask`); `value` must be JSON."""
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"answer: value must be JSON-serialisable ({type(value).__name__}): {exc}") from None
+        return await self._decide(call_id, Decision(kind="answer", answer=value))
+
+    async def _decide(self, call_id: str, decision: Decision) -> asyncio.Task[ExecutionResult] | None:
+        await self._runtime.open()
+        if not isinstance(call_id, str) or not call_id:
+            raise ValueError(f"call_id must be a non-empty string, got {call_id!r}")
+        if await self._runtime.waiting.decide(self.id, call_id, decision):
+            return await self.resume()
+        return None
+
+    async def resume(self) -> asyncio.Task[ExecutionResult] | None:
+        """Go on with a waiting thread whose calls are all decided, in the background (a decision does
+        this itself). None when there is nothing to resume: it is not waiting, or another resume (or
+        the execution that is ending, which checks again as it ends) holds it."""
+        ticket = self._runtime.live.announce(self.id)
+        try:
+            return await ticket.watch(self._start(None, ticket, mode="resume"))
+        except (NotWaitingError, ThreadBusyError):
+            return None
+
+    async def stop_waiting(self, reason: str = "stopped") -> ExecutionResult | None:
+        """End a waiting thread: its waiting calls are decided `stopped`, each gets a result saying so,
+        and the thread is `stopped`. None when it was not waiting. `stop()` does this in the background."""
+        await self._runtime.open()
+        if (await self.refresh()).status != "waiting":
+            return None
+        await self._runtime.waiting.stop(self.id, reason)
+        ticket = self._runtime.live.announce(self.id)
+        try:
+            return await ticket.watch(self._to_end(None, ticket, stop_waiting=reason))
+        except (NotWaitingError, ThreadBusyError):
+            return None
 
     def force_turn(self, side: SideName) -> None:
         """Give the next turn to `side` (after the current step, or at the next execution)."""
@@ -387,8 +505,16 @@ class Thread:
         """Stop the execution: cancels its model stream and tools (`stopped_by`
         is "caller"). Said while run()/send()/start() has been called but the
         execution does not hold the lease yet, it is kept and applied then.
-        False when there is nothing to stop."""
-        return self._runtime.live.stop(self.id, reason)
+        False when there is nothing to stop. A thread waiting for calls (`waiting_calls()`) is ended in
+        the background (`stop_waiting`), its waiting calls answered as stopped."""
+        if self._runtime.live.stop(self.id, reason):
+            return True
+        if self.record.status != "waiting":
+            return False
+        task = asyncio.get_running_loop().create_task(self.stop_waiting(reason))
+        self._runtime._tasks.add(task)
+        task.add_done_callback(self._runtime._tasks.discard)
+        return True
 
     async def events(self, after: int = 0) -> AsyncIterator[Event]:
         await self._runtime.open()
@@ -402,11 +528,31 @@ class Thread:
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
+        """As `ThreadState.get_messages`; `include_superseded`: also what a rewind left behind."""
         await self._runtime.open()
         return await self._runtime.storage.get_messages(
-            self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+            self.id,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+            include_superseded=include_superseded,
         )
+
+    async def fork(self, at: int) -> Thread:
+        """A new thread whose history is this one's up to and including message `at` (engine/fork.py)."""
+        await self._runtime.open()
+        return Thread(self._runtime, await fork_thread(self._runtime.services, await self.refresh(), at))
+
+    async def rewind(self, to: int) -> int:
+        """Continue from message `to`: later messages, values and events are kept, superseded; refused
+        while an execution runs. Returns how many messages were superseded."""
+        await self._runtime.open()
+        self.record, superseded = await rewind_thread(self._runtime.services, self._runtime.live, self.id, to)
+        return superseded
 
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)

@@ -39,6 +39,14 @@ class McpServerConfig(BaseModel):
     progress_arguments: dict[str, str] = Field(
         default_factory=dict, description="tool name -> its string argument reported by tool_call_started"
     )
+    needs_approval: bool | list[str] = Field(
+        False, description="true: every call of this server's tools waits for approval; a list: those tools' calls"
+    )
+    approval_timeout: float | None = Field(None, gt=0, description="seconds an approval may wait, then rejected")
+
+    def approval_needed(self, tool: str) -> bool:
+        """Whether calls of the server's tool `tool` (its own name, not the prefixed one) wait for approval."""
+        return self.needs_approval is True or (isinstance(self.needs_approval, list) and tool in self.needs_approval)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

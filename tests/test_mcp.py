@@ -243,6 +243,21 @@ async def test_tool_call_started_carries_the_configured_progress_argument(make_r
     assert started.data["name"] == "echo" and started.data["progress_value"] == "Oslo"
 
 
+async def test_a_servers_tool_can_need_approval(make_runtime: Any) -> None:
+    """`needs_approval: [echo]`: the call waits, the server is not called until approved (issue 46)."""
+    config = _config(needs_approval=["echo"])
+    script = [R(tool_calls=[C("echo", {"text": "Oslo"}), C("count", {"steps": 1})]), R(text="ok")]
+    rt, model = await make_runtime(_defs(), script, config=config)
+    thread = await rt.create_thread("chat")
+    assert (await thread.send("go")).reason == "awaiting_approval"
+    [waiting] = await thread.waiting_calls()
+    assert (waiting.tool, waiting.arguments) == ("echo", {"text": "Oslo"})
+    task = await thread.approve(waiting.call_id)
+    assert task is not None
+    await task
+    assert len(_tool_replies(model.requests[1])) == 2 and "Oslo" in json.dumps(_tool_replies(model.requests[1]))
+
+
 async def test_a_stdio_server_sees_only_the_env_it_was_given(
     make_runtime: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,6 +24,8 @@ from providers.stream import FinishReason
 __all__ = [
     "AnswerEndName",
     "AnswerEndPayload",
+    "ApprovalDecidedPayload",
+    "ApprovalRequestedPayload",
     "DeltaName",
     "DeltaPayload",
     "OutputDeltaPayload",
@@ -36,11 +38,17 @@ __all__ = [
     "ModelRefusedPayload",
     "ProviderFailurePayload",
     "Publish",
+    "QuestionAnsweredPayload",
+    "QuestionAskedPayload",
+    "ResultRequestedPayload",
+    "ResultSubmittedPayload",
     "RunFailurePayload",
     "StepStartedPayload",
     "StreamRestartedPayload",
     "SubagentStartedPayload",
     "ThreadCreatedPayload",
+    "ThreadForkedPayload",
+    "ThreadRewoundPayload",
     "ToolCallStartedPayload",
     "ToolInvokedPayload",
     "ToolInvokedResultPayload",
@@ -63,6 +71,16 @@ AnswerEndName = Literal["model_truncated", "model_content_filtered", "model_fini
 class ThreadCreatedPayload(TypedDict):
     agent: str
     user_id: str | None
+
+
+class ThreadForkedPayload(TypedDict):
+    forked_from: str
+    forked_at: int
+
+
+class ThreadRewoundPayload(TypedDict):
+    to: int
+    superseded: int
 
 
 class ExecutionStartedPayload(TypedDict):
@@ -182,11 +200,57 @@ class RunFailurePayload(TypedDict):
     error: str
 
 
+class ApprovalRequestedPayload(TypedDict):
+    call_id: str
+    tool: str
+    arguments: dict[str, object]
+    side: SideName
+    expires_at: float | None
+
+
+class ResultRequestedPayload(TypedDict):
+    call_id: str
+    tool: str
+    arguments: dict[str, object]
+    side: SideName
+
+
+class QuestionAskedPayload(TypedDict):
+    call_id: str
+    tool: str
+    position: int
+    payload: object
+    side: SideName
+
+
+class ApprovalDecidedPayload(TypedDict):
+    call_id: str
+    tool: str
+    decision: Literal["approved", "rejected", "result", "answer", "stopped"]
+    reason: str | None
+    arguments: dict[str, object] | None
+
+
+class ResultSubmittedPayload(TypedDict):
+    call_id: str
+    tool: str
+    tool_status: Literal["success", "error"] | None
+
+
+class QuestionAnsweredPayload(TypedDict):
+    call_id: str
+    position: int
+
+
 class Publish(Protocol):
     """Publish a built-in event on one thread (`EventBus.publisher`): each name takes its own payload."""
 
     @overload
     def __call__(self, type: Literal["thread_created"], data: ThreadCreatedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["thread_forked"], data: ThreadForkedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["thread_rewound"], data: ThreadRewoundPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["execution_started"], data: ExecutionStartedPayload, /) -> None: ...
     @overload
@@ -217,6 +281,18 @@ class Publish(Protocol):
     def __call__(self, type: Literal["tool_progress"], data: ToolProgressPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["subagent_started"], data: SubagentStartedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["approval_requested"], data: ApprovalRequestedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["result_requested"], data: ResultRequestedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["question_asked"], data: QuestionAskedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["approval_decided"], data: ApprovalDecidedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["result_submitted"], data: ResultSubmittedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["question_answered"], data: QuestionAnsweredPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["execution_stopped"], data: ExecutionStoppedPayload, /) -> None: ...
     @overload

@@ -34,6 +34,18 @@ from orchestrator.core.messages import Event, Message, SideName, StoppedBy
 from providers.stream import FinishReason
 
 __all__ = [
+    "QuestionAnsweredData",
+    "QuestionAnsweredEvent",
+    "ResultSubmittedData",
+    "ResultSubmittedEvent",
+    "ApprovalDecidedData",
+    "ApprovalDecidedEvent",
+    "QuestionAskedData",
+    "QuestionAskedEvent",
+    "ResultRequestedData",
+    "ResultRequestedEvent",
+    "ApprovalRequestedData",
+    "ApprovalRequestedEvent",
     "AnswerEndData",
     "BUILTIN_EVENTS",
     "BUILTIN_EVENT_TYPES",
@@ -66,6 +78,10 @@ __all__ = [
     "TextDeltaEvent",
     "ThreadCreatedData",
     "ThreadCreatedEvent",
+    "ThreadForkedData",
+    "ThreadForkedEvent",
+    "ThreadRewoundData",
+    "ThreadRewoundEvent",
     "ToolCallStartedData",
     "ToolCallStartedEvent",
     "ToolInvokedData",
@@ -110,6 +126,16 @@ class _Envelope(BaseModel):
 class ThreadCreatedData(_Data):
     agent: str
     user_id: str | None
+
+
+class ThreadForkedData(_Data):
+    forked_from: str = Field(description="The thread this one was forked from")
+    forked_at: int = Field(description="The message seq of `forked_from` the fork's history ends at")
+
+
+class ThreadRewoundData(_Data):
+    to: int = Field(description="The message seq the thread continues from")
+    superseded: int = Field(description="How many later messages were marked superseded")
 
 
 class ExecutionStartedData(_Data):
@@ -212,6 +238,48 @@ class ToolProgressData(_Data):
     progress: float
     total: float | None
     message: str | None
+
+
+class ApprovalRequestedData(_Data):
+    call_id: str = Field(description="The tool call waiting; decide it with POST /threads/{id}/calls/{call_id}/...")
+    tool: str
+    arguments: dict[str, JsonValue]
+    side: SideName
+    expires_at: float | None = Field(description="Unix time it is rejected unless decided; null: never")
+
+
+class ResultRequestedData(_Data):
+    call_id: str
+    tool: str
+    arguments: dict[str, JsonValue]
+    side: SideName
+
+
+class QuestionAskedData(_Data):
+    call_id: str
+    tool: str
+    position: int = Field(description="Which pause of the call (0 first)")
+    payload: JsonValue = Field(description="What the tool asked (`state.ask(payload)`)")
+    side: SideName
+
+
+class ApprovalDecidedData(_Data):
+    call_id: str
+    tool: str
+    decision: Literal["approved", "rejected", "result", "answer", "stopped"]
+    reason: str | None
+    arguments: dict[str, JsonValue] | None = Field(description="The approver's edited arguments, if any")
+
+
+class ResultSubmittedData(_Data):
+    call_id: str
+    tool: str
+    tool_status: Literal["success", "error"] | None
+
+
+class QuestionAnsweredData(_Data):
+    call_id: str
+    position: int
 
 
 class ExecutionStoppedData(_Data):
@@ -354,6 +422,46 @@ class ToolProgressEvent(_Envelope):
     data: ToolProgressData
 
 
+class ThreadForkedEvent(_Envelope):
+    type: Literal["thread_forked"]
+    data: ThreadForkedData
+
+
+class ThreadRewoundEvent(_Envelope):
+    type: Literal["thread_rewound"]
+    data: ThreadRewoundData
+
+
+class ApprovalRequestedEvent(_Envelope):
+    type: Literal["approval_requested"]
+    data: ApprovalRequestedData
+
+
+class ResultRequestedEvent(_Envelope):
+    type: Literal["result_requested"]
+    data: ResultRequestedData
+
+
+class QuestionAskedEvent(_Envelope):
+    type: Literal["question_asked"]
+    data: QuestionAskedData
+
+
+class ApprovalDecidedEvent(_Envelope):
+    type: Literal["approval_decided"]
+    data: ApprovalDecidedData
+
+
+class ResultSubmittedEvent(_Envelope):
+    type: Literal["result_submitted"]
+    data: ResultSubmittedData
+
+
+class QuestionAnsweredEvent(_Envelope):
+    type: Literal["question_answered"]
+    data: QuestionAnsweredData
+
+
 class ExecutionStoppedEvent(_Envelope):
     type: Literal["execution_stopped"]
     data: ExecutionStoppedData
@@ -366,6 +474,8 @@ class ExecutionFailedEvent(_Envelope):
 
 BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
     ThreadCreatedEvent,
+    ThreadForkedEvent,
+    ThreadRewoundEvent,
     ExecutionStartedEvent,
     TurnStartedEvent,
     StepStartedEvent,
@@ -386,6 +496,12 @@ BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
     ToolProgressEvent,
     SubagentStartedEvent,
     TurnEndedEvent,
+    ApprovalRequestedEvent,
+    ResultRequestedEvent,
+    QuestionAskedEvent,
+    ApprovalDecidedEvent,
+    ResultSubmittedEvent,
+    QuestionAnsweredEvent,
     ExecutionStoppedEvent,
     ExecutionFailedEvent,
 )
@@ -422,6 +538,8 @@ def _tag(value: object) -> str:
 
 TypedEvent = Annotated[
     Annotated[ThreadCreatedEvent, Tag("thread_created")]
+    | Annotated[ThreadForkedEvent, Tag("thread_forked")]
+    | Annotated[ThreadRewoundEvent, Tag("thread_rewound")]
     | Annotated[ExecutionStartedEvent, Tag("execution_started")]
     | Annotated[TurnStartedEvent, Tag("turn_started")]
     | Annotated[StepStartedEvent, Tag("step_started")]
@@ -442,6 +560,12 @@ TypedEvent = Annotated[
     | Annotated[ToolProgressEvent, Tag("tool_progress")]
     | Annotated[SubagentStartedEvent, Tag("subagent_started")]
     | Annotated[TurnEndedEvent, Tag("turn_ended")]
+    | Annotated[ApprovalRequestedEvent, Tag("approval_requested")]
+    | Annotated[ResultRequestedEvent, Tag("result_requested")]
+    | Annotated[QuestionAskedEvent, Tag("question_asked")]
+    | Annotated[ApprovalDecidedEvent, Tag("approval_decided")]
+    | Annotated[ResultSubmittedEvent, Tag("result_submitted")]
+    | Annotated[QuestionAnsweredEvent, Tag("question_answered")]
     | Annotated[ExecutionStoppedEvent, Tag("execution_stopped")]
     | Annotated[ExecutionFailedEvent, Tag("execution_failed")]
     | Annotated[CustomEvent, Tag("custom")],

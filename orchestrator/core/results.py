@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, TypeAdapter
 
 _JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
@@ -58,6 +58,20 @@ class ToolResult(BaseModel):
         data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
         plain = _JSON_VALUE.validate_python(data)
         return cls(status="success", result=json.dumps(plain, ensure_ascii=False), value=plain)
+
+    _deferred: bool = PrivateAttr(default=False)
+
+    @classmethod
+    def deferred(cls) -> ToolResult:
+        """ "The result comes later, from outside" (PydanticAI's `CallDeferred`): the call waits,
+        unanswered, until `thread.submit_result(call_id, result)`; the thread rests meanwhile."""
+        marker = cls(status="success")
+        marker._deferred = True
+        return marker
+
+    @property
+    def is_deferred(self) -> bool:
+        return self._deferred
 
     @classmethod
     def ok(cls, result: str | None = None, **kw: object) -> ToolResult:

@@ -44,6 +44,11 @@ class RuntimeSettings(BaseModel):
     tool_timeout: float = Field(
         default=60.0, gt=0, description="Seconds a tool may run unless it sets its own timeout."
     )
+    approval_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds a call waits for approval unless its tool sets its own; then rejected. None: never.",
+    )
     max_tool_result_chars: int = Field(
         default=100_000, ge=1_000, description="Longer results are truncated with a note to the model."
     )

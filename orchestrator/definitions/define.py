@@ -97,6 +97,8 @@ class _Problems:
 
 ExecutionMode = Literal["local", "provider"]
 ToolExecute = Callable[..., Awaitable["ToolResult | Mapping[str, Any]"]]
+NeedsApproval = bool | Callable[[Any, Any], "bool | Awaitable[bool]"]
+"""`needs_approval`: always, never, or a function of `(state, args)` deciding per call (refunds over 100)."""
 
 HOOK_NAMES: tuple[str, ...] = (
     "prefilter_llm_history",
@@ -163,6 +165,9 @@ class ToolDefinition(_Definition):
     execution_mode: ExecutionMode = "local"
     execution_provider: str | None = None
     timeout: float | None = Field(default=None, description="Seconds; None uses the runtime default.")
+    needs_approval: NeedsApproval = False
+    approval_timeout: float | None = Field(default=None, gt=0, description="Seconds; None: the runtime's")
+    deferred: bool = False  # the result comes from outside (`thread.submit_result`); `execute` starts the job
 
 
 class Side(BaseModel):
@@ -203,6 +208,9 @@ class PromptDefinition(_Definition):
 
         return OutputSpec.of(self.output) if self.output is not None else None
 
+    needs_approval: NeedsApproval = False  # when called as a tool
+    approval_timeout: float | None = Field(default=None, gt=0)
+
 
 class AgentDefinition(_Definition):
     type: Literal["ai_human", "dual_ai"]
@@ -240,12 +248,21 @@ def define_tool(
     execution_mode: ExecutionMode = "local",
     execution_provider: str | None = None,
     timeout: float | None = None,
+    needs_approval: NeedsApproval = False,
+    approval_timeout: float | None = None,
+    deferred: bool = False,
 ) -> ToolDefinition:
     """Define a tool: `execute(state, args)` with an `args` model, `execute(state)` without.
 
     Or from a plain async function, `define_tool(fn)` or `@define_tool`: its
     signature and docstring give the arguments and the description (see
     `function_tool`); `description=` overrides the docstring's.
+
+    `needs_approval` (True, or `(state, args) -> bool`, sync or async) makes a call wait for
+    `thread.approve` / `thread.reject` before it runs; `approval_timeout` (seconds) rejects it when
+    nobody decided in time. `deferred=True`: the result comes later from outside
+    (`thread.submit_result`); `execute` runs first (to start the job) and what it returns is not the
+    result. A tool may also return `ToolResult.deferred()` to decide so per call (docs/guide.md).
     """
     if fn is not None:
         if execute is not None or args is not None:
@@ -273,6 +290,9 @@ def define_tool(
         execution_mode=execution_mode,
         execution_provider=execution_provider,
         timeout=timeout,
+        needs_approval=needs_approval,
+        approval_timeout=approval_timeout,
+        deferred=deferred,
     )
 
 
@@ -338,6 +358,8 @@ def define_prompt(
     output: object = None,
     output_mode: OutputMode | None = None,
     output_retries: int = 1,
+    needs_approval: NeedsApproval = False,
+    approval_timeout: float | None = None,
 ) -> PromptDefinition:
     """Define a prompt: a system prompt, a model alias and the tools it may call.
 
@@ -378,6 +400,8 @@ def define_prompt(
         output=output if "output" not in problems.fields else None,
         output_mode=output_mode if "output_mode" not in problems.fields else None,
         output_retries=output_retries,
+        needs_approval=needs_approval,
+        approval_timeout=approval_timeout,
     )
 
 

@@ -32,16 +32,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.core import tracing
-from orchestrator.core.event_payloads import InvokedCallPayload
+from orchestrator.core.event_payloads import InvokedCallPayload, Publish
 from orchestrator.core.messages import Message, SideName, ToolCall, new_id
 from orchestrator.core.mime import mime_problem
 from orchestrator.core.results import AttachmentRef, ToolAttachment, ToolResult
 from orchestrator.core.validation import describe
+from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition, ToolDefinition
 from orchestrator.definitions.schema import drop_null_defaults
 from orchestrator.definitions.thread_state import ToolUseError
 from orchestrator.engine.state import ThreadState, ToolCallContext, bind_call
 from orchestrator.engine.toolset import Callable_
+from orchestrator.engine.waiting import CallPauses, CallWaits, approval_needed, decided_result
 from orchestrator.storage.env import EnvNotFoundError
 from providers import model_json
 
@@ -85,6 +87,8 @@ class Dispatcher:
         self._settings = services.settings
         self._step = step
         self._queued_runs = 0
+        self._records: dict[str, list[WaitingCall]] = {}  # the waiting records of the calls resumed, by call id
+        self.waiting: list[WaitingCall] = []  # the step's calls left waiting (engine/waiting.py)
 
     # -- the step's calls --------------------------------------------------
     async def run_calls(self, calls: list[ToolCall]) -> list[Message]:
@@ -99,16 +103,54 @@ class Dispatcher:
                 done = await self._wait_or_abort(running)
                 running -= done
                 finished = sorted(done, key=tasks.__getitem__)  # finished together: in call order, one commit
-                stored = await self._store_results([(local[tasks[t]], *t.result()) for t in finished])
-                for task, message in zip(finished, stored, strict=True):
+                await self._wait_on([e for t in finished if isinstance(e := t.exception(), CallWaits)])
+                ran = [t for t in finished if not isinstance(t.exception(), CallWaits)]
+                stored = await self._store_results([(local[tasks[t]], *t.result()) for t in ran]) if ran else []
+                for task, message in zip(ran, stored, strict=True):
                     results[tasks[task]] = (message, task.result()[1])
         finally:
             for task in tasks:
                 task.cancel()
-        stored = [results[i][0] for i in range(len(local))]
+        stored = [results[i][0] for i in range(len(local)) if i in results]
         for i, call in enumerate(local):
-            stored.extend(await self._run_queue(call, results[i][1]))
+            if i in results:
+                stored.extend(await self._queue_or_wait(self._run_queue(call, results[i][1])))
         return stored
+
+    async def _queue_or_wait(self, running: Awaitable[list[Message]]) -> list[Message]:
+        """A queue's run; a queued call that waits (it needs approval) ends it here, and the resume
+        goes on with it (`_resume_queue`: it was announced and has no result)."""
+        try:
+            return await running
+        except CallWaits as waits:
+            await self._wait_on([waits])
+            return []
+
+    async def _wait_on(self, waits: list[CallWaits]) -> None:
+        """Calls that wait: the new records stored and announced, each call left without a result."""
+        new = [w.record for w in waits if w.new]
+        if new:
+            await self._services.storage.add_waiting_calls(new)
+            execution = self._step.state.execution
+            publish = self._services.bus.publisher(
+                self._step.state.thread_id, lease=execution.lease_token if execution else None
+            )
+            for record in new:
+                _announce_request(publish, record)
+        self.waiting.extend(w.record for w in waits)
+
+    def _pauses(self, call: ToolCall) -> CallPauses | None:
+        """The call's pauses against its stored records; None inside a prompt called as a tool, whose
+        nested loop cannot rest and be resumed in the middle (its calls cannot wait)."""
+        if self._step.depth > 0:
+            return None
+        state = self._step.state
+        return CallPauses(state.thread_id, call, self._step.side, self._services.clock, self._records.get(call.id, []))
+
+    async def store_decided(self, calls: list[ToolCall], decision: Decision) -> list[Message]:
+        """Results for calls that will not run (a stopped thread's waiting calls), from their decision."""
+        failed = ToolResult.fail("The call did not run")
+        return await self._store_results([(c, decided_result(c.name, decision) or failed, []) for c in calls])
 
     async def _await_or_abort(self, task: asyncio.Task[_T]) -> _T:
         await self._wait_or_abort({task})
@@ -138,10 +180,12 @@ class Dispatcher:
         result was not stored runs again, with the same id and key)."""
         history = self._step.state.execution.message_history if self._step.state.execution else []
         results = {m.tool_call_id: m for m in history if m.role == "tool"}
+        for record in await self._services.storage.waiting_calls(self._step.state.thread_id):
+            self._records.setdefault(record.call_id, []).append(record)
         stored = await self.run_calls([c for c in calls if c.id not in results])
         for call in calls:
             if call.id in results:
-                stored.extend(await self._resume_queue(call, results, history))
+                stored.extend(await self._queue_or_wait(self._resume_queue(call, results, history)))
         return stored
 
     async def _resume_queue(
@@ -209,24 +253,60 @@ class Dispatcher:
         args, error = _parse_arguments(call, target.args)
         if error is not None:
             return error, []
+        pauses = self._pauses(call)
+        args, refused = await self._gate(target, call.name, args, pauses)
+        if refused is not None:
+            return refused, []
         if isinstance(target, (PromptDefinition, AgentDefinition)):
             return await self._step.run_nested(target, _as_dict(args), call, self._step.depth, self._step.state), []
-        ran: tuple[ToolResult, list[tuple[str, dict[str, Any]]]] = await self._execute(target, call, args, chain)
+        ran: tuple[ToolResult, list[tuple[str, dict[str, Any]]]] = await self._execute(
+            target, call, args, chain, pauses
+        )
         return ran
+
+    async def _gate(
+        self, target: Callable_, name: str, args: BaseModel | dict[str, Any] | None, pauses: CallPauses | None
+    ) -> tuple[BaseModel | dict[str, Any] | None, ToolResult | None]:
+        """The approval a call of `target` waits for, if it needs one: raises CallWaits until decided; then
+        the arguments to run with (the approver's edit) or the rejection as the call's result."""
+        first = pauses.records[pauses.cursor] if pauses and pauses.cursor < len(pauses.records) else None
+        asked_before = first is not None and first.kind == "approval" and first.tool == name
+        if not asked_before and not await approval_needed(target, self._step.state, args):
+            return args, None
+        if pauses is None:
+            return args, ToolResult.fail(
+                f"{name!r} needs approval, which a call inside a prompt called as a tool cannot wait for"
+            )
+        timeout = getattr(target, "approval_timeout", None) or self._settings.approval_timeout
+        decision = pauses.reach("approval", tool=name, arguments=_as_dict(args), timeout=timeout)
+        refused = decided_result(name, decision)
+        if refused is not None or decision.arguments is None:
+            return args, refused
+        model = getattr(target, "args", None)
+        return (model.model_validate(decision.arguments) if model is not None else decision.arguments), None
 
     @tracing.tool_call
     async def _execute(
-        self, tool: ToolDefinition, call: ToolCall, args: BaseModel | dict[str, Any] | None, chain: tuple[str, ...]
+        self,
+        tool: ToolDefinition,
+        call: ToolCall,
+        args: BaseModel | dict[str, Any] | None,
+        chain: tuple[str, ...],
+        pauses: CallPauses | None = None,
     ) -> tuple[ToolResult, list[tuple[str, dict[str, Any]]]]:
         missing = await self._missing_variable(tool)
         if missing is not None:
             return missing, []
+        submitted = pauses.submitted() if pauses is not None else None  # a deferred call's result: not run again
+        if submitted is not None:
+            return decided_result(call.name, submitted) or ToolResult.fail("no result"), []
         context = ToolCallContext(
             tool=tool,
             call_id=call.id,
             invoke=self._invoke,
             chain=chain + (tool.name or call.name,),
             idempotency_key=f"{self._step.state.thread_id}:{call.id}",
+            pauses=pauses,
         )
         state = bind_call(self._step.state, context)
         timeout = tool.timeout or self._settings.tool_timeout
@@ -241,10 +321,18 @@ class Dispatcher:
             if not deadline.expired():  # the tool's own TimeoutError (an upstream call of its own), not our limit
                 return _failed(call.name, exc), []
             return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
+        except CallWaits:
+            raise
         except ToolUseError as exc:
             return ToolResult.fail(str(exc)), []
         except Exception as exc:
             return _failed(call.name, exc), []
+        if pauses is not None and pauses.waiting is not None:  # the tool caught its own `ask`: it still waits
+            raise pauses.waiting
+        if tool.deferred or (isinstance(raw, ToolResult) and raw.is_deferred):
+            if pauses is None:
+                return ToolResult.fail(f"{call.name!r} deferred its result, which a nested call cannot wait for"), []
+            pauses.reach("result", arguments=_as_dict(args))  # raises: the call waits for its result
         result = _as_text(call.name, _coerce_result(call.name, raw))  # before its attachments' names are stored
         result = await self._store_attachments(call.name, result)
         return self._truncate(result), context.queue
@@ -267,6 +355,8 @@ class Dispatcher:
         publish("tool_invoked", {**where, "arguments": args})
         try:
             result = _as_text(name, await self._invoke_now(call_id, name, args, parent))
+        except CallWaits:  # the invoked tool waits for approval: so does the calling tool's call
+            raise
         except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
             publish("tool_invoked_result", {**where, "tool_status": "error", "content": f"{type(exc).__name__}: {exc}"})
             raise
@@ -287,6 +377,9 @@ class Dispatcher:
         parsed, error = _parse_arguments(call, target.args)
         if error is not None:
             return error
+        parsed, refused = await self._gate(target, name, parsed, parent.pauses)  # the calling call waits for it
+        if refused is not None:
+            return refused
         if not isinstance(target, ToolDefinition):
             return await self._step.run_nested(target, _as_dict(parsed), call, self._step.depth, self._step.state)
         ran: tuple[ToolResult, list[tuple[str, dict[str, Any]]]] = await self._execute(
@@ -381,6 +474,28 @@ class Dispatcher:
     def _flow_id(self) -> str | None:
         execution = self._step.state.execution
         return execution.flow_id if execution else None
+
+
+def _announce_request(publish: Publish, r: WaitingCall) -> None:
+    """The event that says a call waits: `approval_requested`, `result_requested` or `question_asked`."""
+    if r.kind == "approval":
+        publish(
+            "approval_requested",
+            {
+                "call_id": r.call_id,
+                "tool": r.tool,
+                "arguments": r.arguments,
+                "side": r.side,
+                "expires_at": r.expires_at,
+            },
+        )
+    elif r.kind == "result":
+        publish("result_requested", {"call_id": r.call_id, "tool": r.tool, "arguments": r.arguments, "side": r.side})
+    else:
+        publish(
+            "question_asked",
+            {"call_id": r.call_id, "tool": r.tool, "position": r.position, "payload": r.payload, "side": r.side},
+        )
 
 
 def _parse_arguments(

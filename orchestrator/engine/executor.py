@@ -38,6 +38,8 @@ from orchestrator.core.messages import (
     Usage,
     new_id,
 )
+from orchestrator.core.results import ToolResult
+from orchestrator.core.waiting import Decision, WaitingCallError, WaitingKind, awaiting_reason
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy, typed_output
@@ -49,12 +51,12 @@ from orchestrator.engine.state import ThreadState
 from orchestrator.engine.streaming import CallStarted, StreamAssembler
 from orchestrator.engine.toolset import Toolset, build_toolset
 from orchestrator.engine.views import render_prompt, side_view
+from orchestrator.engine.waiting import CallsWaiting, NotWaitingError
 from orchestrator.storage.base import StaleLeaseError
 from providers.request import ChatMessage, FallbackEvent, RequestExtras
 from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
 
 if TYPE_CHECKING:
-    from orchestrator.core.results import ToolResult
     from orchestrator.engine.services import Services
 
 _log = structlog.get_logger("orchestrator.engine.executor")
@@ -82,11 +84,17 @@ async def execute(
     *,
     person_message: str | None = None,
     on_start: Callable[[ThreadState, ThreadRecord], None] | None = None,
+    resume_waiting: bool = False,
+    stop_waiting: str | None = None,
 ) -> Executed:
     """Run one execution of `thread` under its lease (one execution per thread).
 
     `on_start(state, record)` runs once the execution holds the lease, before it writes anything;
-    `record` is the thread as storage gave it, which the execution keeps current from then on."""
+    `record` is the thread as storage gave it, which the execution keeps current from then on.
+    `resume_waiting`: go on with a thread whose waiting calls are decided (engine/waiting.py);
+    `stop_waiting`: end a waiting thread instead, its waiting calls answered as stopped. Either raises
+    NotWaitingError when the thread is not waiting (any more); any other start of a waiting thread
+    is refused (WaitingCallError): its calls are decided first."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
@@ -102,6 +110,7 @@ async def execute(
             last_event = await services.storage.last_event_seq(thread.id)
         await services.bus.attach(thread.id, stored=last_event)  # another process may have run it since
         thread = start.thread
+        _check_waiting(thread, resume_waiting or stop_waiting is not None)
         execution = ExecutionState(_snapshot_for(thread), start.history)
         execution.lease_token = token
         del start  # not held for the execution's length: its history is the execution's now
@@ -110,6 +119,7 @@ async def execute(
         if on_start is not None:
             on_start(state, thread)
         run = _Execution(services, thread, agent, state, execution, log_end=last_event)
+        run.stop_waiting = stop_waiting
         result: ExecutionResult = await run.run(person_message)
         return Executed(result, thread)
     finally:
@@ -124,9 +134,23 @@ async def execute(
             await services.storage.release_lease(keeper.lease)
 
 
+async def _no_nested(*_: object) -> ToolResult:
+    raise RuntimeError("no nested call runs while a waiting thread is stopped")
+
+
+def _check_waiting(thread: ThreadRecord, resume: bool) -> None:
+    if resume and thread.status not in ("waiting", "running"):  # running: a resume that crashed, taken up again
+        raise NotWaitingError(f"thread {thread.id} is not waiting (it is {thread.status})")
+    if not resume and thread.status == "waiting":
+        raise WaitingCallError(
+            f"thread {thread.id} is waiting for decisions on tool calls (thread.waiting_calls()); "
+            "approve, reject, submit_result or answer them, or stop() the thread"
+        )
+
+
 def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
     previous = thread.execution
-    if thread.status == "running" and previous is not None:  # a crashed execution: resume it
+    if thread.status in ("running", "waiting") and previous is not None:  # crashed or waiting: go on with it
         return previous.resumed()
     return ExecutionSnapshot.following(previous, new_id("flow"))
 
@@ -134,6 +158,7 @@ def _snapshot_for(thread: ThreadRecord) -> ExecutionSnapshot:
 class _Execution:
     # (event type, turn number) of the turn events a crashed attempt of this flow logged; set on resume
     announced: frozenset[tuple[str, int]] = frozenset()
+    stop_waiting: str | None = None  # end a waiting thread: its waiting calls get "stopped" results
 
     def __init__(
         self,
@@ -158,7 +183,7 @@ class _Execution:
     # -- execution: turns until something ends it ---------------------------
     @tracing.execution
     async def run(self, person_message: str | None) -> ExecutionResult:
-        resuming = self.thread.status == "running"
+        resuming = self.thread.status in ("running", "waiting")
         self.publish("execution_started", {"flow_id": self.snapshot.flow_id, "resumed": resuming})
         if resuming or person_message is None:
             await self._save(status="running")
@@ -168,12 +193,17 @@ class _Execution:
             if resuming:
                 storage = self.services.storage
                 self.announced = await logged_turn_events(storage, self.thread.id, self.snapshot, self.log_end)
+            if self.stop_waiting is not None:
+                await self._end_waiting(self.stop_waiting)
+                return await self._finish()
             pending = await self._resume_pending() if resuming else None
             if person_message is not None:
                 await self._person_turn(person_message, save_thread=not resuming)
             await self._turns(pending)
         except Aborted:
             pass
+        except CallsWaiting as waiting:
+            return await self._finish(waiting=waiting.kinds)
         except ProviderError as exc:
             if self.execution.lease_lost is None:
                 return await self._fail(exc)
@@ -449,7 +479,10 @@ class _Execution:
 
         step = StepTools(state or self.state, side, depth, toolset.callables, toolset.provider_tools, nested)
         dispatcher = Dispatcher(self.services, step)
-        return await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
+        stored = await (dispatcher.resume(calls) if resumed else dispatcher.run_calls(calls))
+        if dispatcher.waiting:  # the others are stored: the execution ends here, waiting
+            raise CallsWaiting({w.kind for w in dispatcher.waiting})
+        return stored
 
     # -- resuming after a crash ---------------------------------------------
     async def _resume_pending(self) -> _Outcome | None:
@@ -537,12 +570,29 @@ class _Execution:
         self.thread.updated_at = time.time()
         await self.services.save_thread(self.thread, lease_token=self.execution.lease_token)
 
-    async def _finish(self) -> ExecutionResult:
+    async def _end_waiting(self, reason: str) -> None:
+        """Stop a waiting thread: each call of its turns without a result gets one saying it was stopped
+        (every provider needs a result for each call), and the execution ends, stopped by the caller."""
+        stopped = Decision(kind="stopped", reason=f"the thread was stopped while the call waited ({reason})")
+        answered = {m.tool_call_id for m in self.execution.message_history if m.role == "tool"}
+        for message in list(self.execution.message_history):
+            calls = [c for c in message.tool_calls or [] if c.id not in answered and not c.provider_executed]
+            if message.depth != 0 or message.side is None or not calls:
+                continue
+            step = StepTools(self.state, message.side, 0, {}, set(), _no_nested)
+            await Dispatcher(self.services, step).store_decided(calls, stopped)
+        self.snapshot.end("caller", "stopped")
+
+    async def _finish(self, waiting: set[WaitingKind] | None = None) -> ExecutionResult:
         snapshot, signal = self.snapshot, self.execution.abort_signal
+        if waiting and not signal.aborted:
+            snapshot.end(snapshot.current_side, awaiting_reason(waiting))
         if signal.aborted:
             snapshot.end(snapshot.current_side, signal.reason or "stopped")  # unless a stop or a side ended it
         status: ThreadStatus = "idle"
-        if snapshot.stopped:
+        if waiting and not signal.aborted:
+            status = "waiting"
+        elif snapshot.stopped:
             status = "stopped" if signal.aborted or snapshot.reason == "stopped" else "completed"
         self.publish(
             "execution_stopped",

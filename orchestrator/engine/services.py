@@ -7,6 +7,8 @@ nested calls can name its type without an import cycle through `runtime.py`.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,6 +46,7 @@ class Services:
     # (prompt, model alias) -> its model and tools, built once per runtime (schemas cost milliseconds)
     toolsets: dict[tuple[str, str | None], tuple[ModelInfo, Toolset]] = field(default_factory=dict)
     mcp: McpTools | None = None  # the config's MCP servers, started on first use
+    clock: Callable[[], float] = time.time  # waiting calls' request and expiry times (tests pass a fake one)
 
     async def store_message(
         self,

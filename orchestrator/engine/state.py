@@ -29,6 +29,7 @@ from orchestrator.storage.env import EnvScope
 
 if TYPE_CHECKING:
     from orchestrator.engine.services import Services
+    from orchestrator.engine.waiting import CallPauses
     from orchestrator.sandbox import CodeExecution
 
 
@@ -44,6 +45,7 @@ class ToolCallContext:
     prompt_name: str | None = None
     idempotency_key: str | None = None
     invocations: int = 0  # invoke_tool calls made so far (they number their call ids)
+    pauses: CallPauses | None = None  # the call's approvals, questions and deferred result (engine/waiting.py)
 
 
 class ThreadState:
@@ -100,6 +102,27 @@ class ThreadState:
         resume. Pass it to an API that deduplicates (payments, emails, tickets)
         to make the side effect happen once."""
         return self._call.idempotency_key if self._call else None
+
+    async def ask(self, payload: Any) -> Any:
+        """Ask the person (or any outside system) and return their answer; the thread waits meanwhile.
+
+        The first time, the call is stored as waiting (event `question_asked` with `payload`) and the
+        tool stops here: the execution ends with reason `awaiting_answer`, holding nothing. After
+        `thread.answer(call_id, value)` the tool runs again *from its start*, and each `ask` returns its
+        stored answer, in order (the second `ask` of the call gets the second answer), without asking
+        again. So, as with `idempotency_key`: what a tool does before an `ask` may run more than once;
+        do side effects after the last `ask`, or make them idempotent with `idempotency_key`. A tool
+        must ask the same questions in the same order when it runs again. `payload` must be JSON."""
+        call = self._call
+        if call is None:
+            raise ToolUseError("ask() can only be called from inside a tool")
+        if call.pauses is None:
+            raise ToolUseError("ask(): a tool inside a prompt called as a tool cannot wait for an answer")
+        try:
+            json.dumps(payload, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"ask: payload must be JSON-serialisable ({type(payload).__name__}): {exc}") from None
+        return call.pauses.reach("answer", payload=payload).answer
 
     def _bind_call(self, call: ToolCallContext, *, depth: int | None = None) -> ThreadState:
         bound = ThreadState(

@@ -169,6 +169,8 @@ class McpTools:
             progress_argument=progress,
             timeout=config.timeout,
             annotations={"mcp_server": server, "mcp_tool": raw.name},
+            needs_approval=config.approval_needed(raw.name),
+            approval_timeout=config.approval_timeout,
         )
         tool = McpTool(server, raw.name, exposed, raw.description or raw.name, schema, definition)
         holder.append(tool)

@@ -23,7 +23,10 @@ import structlog
 from orchestrator.core.extras import require
 from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
+from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.storage import _common as c
+from orchestrator.storage import _history_postgres as history
+from orchestrator.storage import waiting_store as w
 from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending
 from orchestrator.storage.base import (
     DuplicateEventError,
@@ -34,6 +37,7 @@ from orchestrator.storage.base import (
     Storage,
     StorageError,
 )
+from orchestrator.storage.history import Outline
 
 if TYPE_CHECKING:
     import asyncpg
@@ -264,6 +268,7 @@ class PostgresStorage(Storage):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
         c.check_page(limit, offset)
         c.check_order(order)
@@ -272,6 +277,8 @@ class PostgresStorage(Storage):
         args: list[str | int] = [thread_id]
         if not include_silent:
             cond += " AND NOT silent"
+        if not include_superseded:  # rewound past (storage/history.py)
+            cond += " AND NOT superseded"
         if max_depth is not None:
             args.append(max_depth)
             cond += f" AND depth <= ${len(args)}"
@@ -425,10 +432,47 @@ class PostgresStorage(Storage):
 
     # -- leases ----------------------------------------------------------------
 
+    async def add_waiting_calls(self, calls: Sequence[WaitingCall]) -> None:
+        if calls:
+            async with self._connection() as conn, conn.transaction():
+                await w.pg_add(conn, calls)
+
+    async def waiting_calls(
+        self, thread_id: str, *, open_only: bool = False, call_id: str | None = None
+    ) -> list[WaitingCall]:
+        async with self._connection() as conn:
+            return await w.pg_list(conn, thread_id, open_only, call_id)
+
+    async def decide_waiting_call(
+        self, thread_id: str, call_id: str, position: int, decision: Decision, decided_at: float
+    ) -> bool:
+        async with self._connection() as conn:
+            return await w.pg_decide(conn, thread_id, call_id, position, decision.model_dump_json(), decided_at)
+
+    async def expired_waiting_calls(self, now: float, limit: int = 100) -> list[WaitingCall]:
+        async with self._connection() as conn:
+            return await w.pg_expired(conn, now, limit)
+
     async def acquire_lease(self, thread_id: str, owner: str, ttl: float) -> Lease:
         c.check_ttl(ttl)
         async with self._connection() as conn, conn.transaction():
             return await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
+
+    # -- time travel (storage/history.py) --------------------------------------
+
+    async def message_outline(self, thread_id: str) -> list[Outline]:
+        async with self._connection() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            return await history.outline(conn, thread_id)
+
+    async def fork_thread(self, source_id: str, at: int, fork: ThreadRecord, events: Sequence[Event] = ()) -> None:
+        rows = c.event_rows(fork.id, events, "fork events")
+        async with self._connection() as conn, conn.transaction():
+            await history.fork(conn, source_id, at, fork, rows)
+
+    async def rewind_thread(self, thread: ThreadRecord, to: int, lease: Lease, events: Sequence[Event] = ()) -> int:
+        rows = c.event_rows(thread.id, events, "rewind events")
+        async with self._connection() as conn, conn.transaction():
+            return await history.rewind(conn, thread, to, lease.token, rows)
 
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         """One connection and one transaction instead of three (each a round trip to the server)."""
@@ -444,7 +488,8 @@ class PostgresStorage(Storage):
         async with self._connection() as conn, conn.transaction():
             lease = await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
             row = await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id)  # found by the lease above
-            rows = await conn.fetch(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 ORDER BY seq", thread_id)
+            sql = f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 AND NOT superseded ORDER BY seq"
+            rows = await conn.fetch(sql, thread_id)
             last_event = await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
         if row is None:
             raise c.thread_not_found(thread_id)
