@@ -45,9 +45,10 @@ class ChatMessage(TypedDict, total=False):
 
 
 class RequestExtras(TypedDict, total=False):
-    """Request parameters a provider-executed tool adds (`orchestrator.engine.toolset`)."""
+    """Request parameters a provider-executed tool or a typed answer adds (`orchestrator.engine.toolset`)."""
 
     web_search_options: Mapping[str, JSON]  # OpenAI's web search
+    response_format: Mapping[str, JSON]  # a typed answer's schema (orchestrator/definitions/output.py)
 
 
 FallbackEvent = TypedDict("FallbackEvent", {"from": str, "to": str, "error": str})

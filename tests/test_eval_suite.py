@@ -106,7 +106,8 @@ def test_a_check_entry_names_exactly_one_known_kind(tmp_path: Path) -> None:
     with pytest.raises(SuiteError) as caught:
         load_suite(_write(tmp_path, unknown))
     assert "line 9: scenarios.0.checks.1: Input tag 'unknown check no_tool_kall'" in str(caught.value)
-    assert "'values', 'predicate', 'tool_calls', 'no_tool_call', 'end_reason', 'text', 'judge'" in str(caught.value)
+    kinds = "'values', 'predicate', 'tool_calls', 'no_tool_call', 'end_reason', 'text', 'output', 'judge'"
+    assert kinds in str(caught.value)
     two = GOOD.replace("      - no_tool_call: end_chat", "      - {no_tool_call: end_chat, values: {a: 1}}")
     with pytest.raises(
         SuiteError, match="line 9: scenarios.0.checks.1: Input tag 'one check per entry, found values, no_tool_call'"

@@ -433,3 +433,151 @@ def test_the_test_model_answers_any_output_type_validly(seed):
         body |= spec.request("openai", "native").extra
         answer = TestModel()(body)
         spec.parse(answer.text, "openai")  # raises OutputInvalid if it is not the type
+
+
+# -- output_delta: the partial object as it streams ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shape", "stream"), CASES)
+async def test_output_delta_events_carry_the_partial_object(typed, shape, stream):
+    import asyncio
+
+    t = await typed(shape, stream, [ANSWER[shape](VALID)])
+    thread = await t.runtime.create_thread("chat")
+    deltas: list[Any] = []
+
+    async def watch() -> None:
+        async for event in thread.events():
+            if event.type == "output_delta":
+                deltas.append(event.data)
+            if event.type == "execution_stopped":
+                return
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    await thread.send("The capital of France?")
+    await asyncio.wait_for(watcher, 5)
+    text = "".join(d["text"] for d in deltas)
+    assert json.loads(text) == json.loads(VALID) and len(deltas) >= 2
+    partials = [json.loads(text[: d["upto"]] + d["close"]) for d in deltas if d["upto"]]
+    assert partials[0] != partials[-1] == {"name": "Paris", "population": 2100000}
+    assert all(set(p) <= {"name", "population"} for p in partials)
+    replay = [e.type for e in await t.runtime.storage.events_after(thread.id, 0)]
+    assert "output_delta" not in replay and "message_created" in replay  # live only, like text_delta
+
+
+# -- a typed prompt called as a tool; tools returning structured results ---------------------------------
+
+
+async def test_a_typed_prompt_as_a_tool_returns_json_to_its_caller_and_the_value_to_hooks(make_runtime):
+    from orchestrator import ToolResult, define_hook, define_tool
+    from providers.scripted import ScriptedCall, ScriptedResponse
+
+    seen: list[ToolResult] = []
+
+    async def after(state: Any, call: Any, result: ToolResult) -> None:
+        seen.append(result)
+
+    async def report(state: Any) -> City:  # a tool returning a pydantic model
+        return City(name="Lyon", population=None)
+
+    defs = definitions(
+        tools={"report": define_tool(description="A city report", execute=report)},
+        prompts={
+            "asker": define_prompt(prompt="You ask.", tool_description="asks", tools=("city", "report")),
+            "city": define_prompt(prompt="You know cities.", tool_description="cities", output=City),
+        },
+        agents={"chat": define_agent(type="ai_human", side_a=Side("asker"))},
+        hooks={"after_tool_call_success": define_hook("after_tool_call_success", after)},
+    )
+    script = [
+        ScriptedResponse(tool_calls=[ScriptedCall("city", {"message": "France?"}), ScriptedCall("report", {})]),
+        ScriptedResponse(text='{"name": "Paris", "population": "many"}'),  # the nested prompt, corrected once
+        ScriptedResponse(text=VALID),
+        ScriptedResponse(text="Paris it is."),
+    ]
+    runtime, model = await make_runtime(defs, script)
+    thread = await runtime.create_thread("chat")
+    result = await thread.send("The capital of France?")
+    assert result.output == "Paris it is."
+    by_value = sorted((r.value for r in seen), key=lambda v: v["name"])
+    assert by_value == [{"name": "Lyon", "population": None}, {"name": "Paris", "population": 2100000}]
+    results = {m.name: m.content for m in (await thread.get_messages()).messages if m.role == "tool"}
+    assert json.loads(results["city"]) == json.loads(VALID)  # JSON text to the calling model
+    assert results["report"] == '{"name": "Lyon", "population": null}'  # serialised once, by ToolResult.of_value
+
+
+async def test_a_typed_prompt_as_a_tool_that_stays_invalid_is_the_callers_tool_error(make_runtime):
+    from providers.scripted import ScriptedCall, ScriptedResponse
+
+    defs = definitions(
+        prompts={
+            "asker": define_prompt(prompt="You ask.", tool_description="asks", tools=("city",)),
+            "city": define_prompt(prompt="You know cities.", tool_description="cities", output=City, output_retries=0),
+        },
+        agents={"chat": define_agent(type="ai_human", side_a=Side("asker"))},
+    )
+    script = [
+        ScriptedResponse(tool_calls=[ScriptedCall("city", {"message": "France?"})]),
+        ScriptedResponse(text="Paris, I think"),
+        ScriptedResponse(text="I could not find out."),
+    ]
+    runtime, _ = await make_runtime(defs, script)
+    thread = await runtime.create_thread("chat")
+    result = await thread.send("The capital of France?")
+    assert result.output == "I could not find out."
+    [tool] = [m for m in (await thread.get_messages()).messages if m.role == "tool"]
+    assert tool.tool_status == "error" and "prompt 'city' answered with a value that is not its output type" in (
+        tool.content or ""
+    )
+
+
+# -- evals check fields of a typed answer -----------------------------------------------------------------
+
+
+async def test_an_output_check_reads_fields_of_the_last_typed_answer(typed):
+    from orchestrator.eval.suite import OutputCheck
+    from orchestrator.testing.checks import check_output, output_of
+
+    t = await typed("openai", "auto", [_openai('{"name": "Paris", "population": 2100000}')])
+    thread = await t.runtime.create_thread("chat")
+    await thread.send("The capital of France?")
+    value = await output_of(thread)
+    assert check_output(value, {"name": "Paris"}).passed
+    failed = check_output(value, {"name": "Lyon", "area": 1})
+    assert not failed and failed.reason.startswith('name: expected "Lyon", got "Paris"; area: no such field')
+    assert OutputCheck.model_validate({"output": {"name": "Paris"}}).kind == "output"
+
+
+def test_an_output_check_fails_clearly_on_a_text_answer_and_walks_lists():
+    from orchestrator.testing.checks import _NO_OUTPUT, check_output
+
+    assert check_output(_NO_OUTPUT, {"a": 1}).reason.startswith("the last answer is not a typed answer")
+    assert check_output({"items": [{"n": "mug"}]}, {"items.0.n": "mug"}).passed
+    assert check_output({"items": [{"n": "mug", "k": 1}]}, {"items.0": {"n": "mug"}}, subset=True).passed
+    assert not check_output({"items": []}, {"items.0": "mug"})
+
+
+def test_the_page_shows_a_typed_answer_as_a_formatted_object(tmp_path):
+    """The page's own functions, run in node: a typed answer's value indented, any other message's text."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = (REPO / "orchestrator/server/static/app.js").read_text()
+    functions = [
+        re.search(rf"^function {n}\(m\) {{\n.*?^}}\n", script, re.S | re.M) for n in ("typedValue", "messageText")
+    ]
+    assert all(functions)
+    probe = tmp_path / "probe.js"
+    probe.write_text(
+        "".join(f.group(0) for f in functions if f)
+        + 'const typed = {role: "assistant", content: "{\\"a\\":1}", metadata: {output: {a: 1}}};\n'
+        + 'const plain = {role: "assistant", content: "plain", metadata: {}};\n'
+        + "console.log(JSON.stringify([messageText(typed), messageText(plain)]));\n"
+    )
+    out = subprocess.run([node, str(probe)], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == ['{\n  "a": 1\n}', "plain"]

@@ -28,6 +28,8 @@ __all__ = [
     "ApprovalRequestedPayload",
     "DeltaName",
     "DeltaPayload",
+    "OutputDeltaPayload",
+    "StreamDeltaName",
     "EmittedEventName",
     "ExecutionStartedPayload",
     "ExecutionStoppedPayload",
@@ -62,6 +64,7 @@ checked. Its own type so that a built-in name written in the runtime's code cann
 
 TurnEndReason = Literal["stopped", "end_conversation", "stop_tool", "forced", "response", "max_steps"]
 DeltaName = Literal["text_delta", "reasoning_delta"]
+StreamDeltaName = Literal["text_delta", "reasoning_delta", "output_delta"]  # what `EventBus.publish_delta` takes
 AnswerEndName = Literal["model_truncated", "model_content_filtered", "model_finish_error"]
 
 
@@ -111,6 +114,13 @@ class DeltaPayload(TypedDict):
     side: SideName
     depth: int
     text: str
+
+
+class OutputDeltaPayload(DeltaPayload):
+    """`output_delta`: `json.loads(answer[:upto] + close)` is the typed answer's partial object."""
+
+    upto: int
+    close: str
 
 
 ModelFallbackPayload = TypedDict("ModelFallbackPayload", {"from": str, "to": str, "error": str})
@@ -253,6 +263,8 @@ class Publish(Protocol):
     def __call__(self, type: Literal["stream_restarted"], data: StreamRestartedPayload, /) -> None: ...
     @overload
     def __call__(self, type: DeltaName, data: DeltaPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["output_delta"], data: OutputDeltaPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["model_fallback"], data: ModelFallbackPayload, /) -> None: ...
     @overload

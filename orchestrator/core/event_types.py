@@ -67,6 +67,7 @@ __all__ = [
     "ModelTruncatedEvent",
     "ProviderFailureData",
     "ReasoningDeltaEvent",
+    "OutputDeltaEvent",
     "RunFailureData",
     "StepStartedData",
     "StepStartedEvent",
@@ -168,6 +169,11 @@ class DeltaData(_Data):
     side: SideName
     depth: int = Field(description="0 for the thread's own turns; +1 per nested prompt called as a tool")
     text: str
+
+
+class OutputDeltaData(DeltaData):
+    upto: int = Field(description="Characters of the answer so far, from its start, that `close` completes")
+    close: str = Field(description="What completes them: json.loads(answer[:upto] + close) is the partial object")
 
 
 class ModelFallbackData(_Data):
@@ -345,6 +351,13 @@ class ReasoningDeltaEvent(_Envelope):
     data: DeltaData
 
 
+class OutputDeltaEvent(_Envelope):
+    """Live only, like text_delta: a typed answer's text delta and how to complete the answer so far."""
+
+    type: Literal["output_delta"]
+    data: OutputDeltaData
+
+
 class ModelFallbackEvent(_Envelope):
     type: Literal["model_fallback"]
     data: ModelFallbackData
@@ -468,6 +481,7 @@ BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
     StepStartedEvent,
     TextDeltaEvent,
     ReasoningDeltaEvent,
+    OutputDeltaEvent,
     StreamRestartedEvent,
     ModelFallbackEvent,
     ModelTruncatedEvent,
@@ -531,6 +545,7 @@ TypedEvent = Annotated[
     | Annotated[StepStartedEvent, Tag("step_started")]
     | Annotated[TextDeltaEvent, Tag("text_delta")]
     | Annotated[ReasoningDeltaEvent, Tag("reasoning_delta")]
+    | Annotated[OutputDeltaEvent, Tag("output_delta")]
     | Annotated[StreamRestartedEvent, Tag("stream_restarted")]
     | Annotated[ModelFallbackEvent, Tag("model_fallback")]
     | Annotated[ModelTruncatedEvent, Tag("model_truncated")]

@@ -6,9 +6,12 @@ they are pydantic models with a stable JSON form.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, TypeAdapter
+
+_JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
 
 class ToolAttachment(BaseModel):
@@ -44,6 +47,18 @@ class ToolResult(BaseModel):
     error: str | None = None
     stack: str | None = None
     attachments: list[ToolAttachment | AttachmentRef] | None = None
+    # A structured result (a tool's pydantic model or dict, a typed prompt's value) in its JSON form, for
+    # hooks and code; the model reads `result`, the same value as JSON text (`of_value`).
+    value: JsonValue = None
+
+    @classmethod
+    def of_value(cls, value: object) -> ToolResult:
+        """A success whose `result` is `value` as JSON text and `value` its JSON form: the one way a
+        structured result is serialised (a tool returning a model or a dict, a typed prompt as a tool)."""
+        data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+        plain = _JSON_VALUE.validate_python(data)
+        return cls(status="success", result=json.dumps(plain, ensure_ascii=False), value=plain)
+
     _deferred: bool = PrivateAttr(default=False)
 
     @classmethod

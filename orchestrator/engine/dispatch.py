@@ -537,17 +537,24 @@ def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _coerce_result(name: str, raw: object) -> ToolResult:
+    """A ToolResult, a dict of its shape (it has a `status`), or a structured result: a pydantic model or
+    any other dict, serialised once by `ToolResult.of_value`."""
     if isinstance(raw, ToolResult):
         return raw
-    if isinstance(raw, dict):
+    if isinstance(raw, dict) and "status" in raw:
         try:
             return ToolResult.model_validate(raw)
         except ValidationError as exc:
             problems = describe(exc)
             return ToolResult.fail(f"Tool {name!r} returned an invalid result: {problems}")
+    if isinstance(raw, BaseModel | dict):
+        try:
+            return ToolResult.of_value(raw)
+        except ValidationError as exc:
+            return ToolResult.fail(f"Tool {name!r} returned a value that is not JSON: {describe(exc)}")
     return ToolResult.fail(
-        f"Tool {name!r} returned {type(raw).__name__}; "
-        "expected a ToolResult or a dict with 'status' and 'result' or 'error'"
+        f"Tool {name!r} returned {type(raw).__name__}; expected a ToolResult, a dict with 'status' and "
+        "'result' or 'error', a pydantic model or a dict of JSON values"
     )
 
 

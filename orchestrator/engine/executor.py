@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import structlog
 
 from orchestrator.core import tracing
-from orchestrator.core.event_payloads import DeltaName, TurnEndReason
+from orchestrator.core.event_payloads import DeltaName, OutputDeltaPayload, TurnEndReason
 from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult, OutputFailed, any_result
 from orchestrator.core.messages import (
     ExecutionSnapshot,
@@ -388,6 +388,7 @@ class _Execution:
         end: StreamEnd | None = None
         assembler: StreamAssembler | None = None
         fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
+        outputs = typed_output.OutputDeltas(self._output_delta, side, depth) if prompt.output_spec else None
         stream = self.services.client.stream(
             self.model_alias(prompt),
             cast("list[ChatMessage]", messages),  # views.side_view builds them in that shape
@@ -398,6 +399,7 @@ class _Execution:
         async for item in stream:
             if isinstance(item, StreamRestart):
                 assembler = None  # what the failed attempt said is forgotten
+                outputs = outputs.restarted() if outputs else None
                 tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
                 self.publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
             elif isinstance(item, StreamEnd):
@@ -405,6 +407,8 @@ class _Execution:
             else:
                 if isinstance(item, TextDelta):
                     self._delta("text_delta", side, depth, item.text)
+                    if outputs is not None:
+                        outputs.feed(item.text)
                 elif isinstance(item, ReasoningDelta) and item.text:
                     self._delta("reasoning_delta", side, depth, item.text)
                 assembler = assembler or StreamAssembler(toolset.progress_argument)
@@ -555,6 +559,9 @@ class _Execution:
         self.services.bus.publish_delta(
             self.thread.id, kind, {"side": side, "depth": depth, "text": text}, lease=self.execution.lease_token
         )
+
+    def _output_delta(self, data: OutputDeltaPayload) -> None:
+        self.services.bus.publish_delta(self.thread.id, "output_delta", data, lease=self.execution.lease_token)
 
     async def _save(self, status: ThreadStatus | None = None) -> None:
         if status is not None:

@@ -23,6 +23,7 @@ from orchestrator.core import tracing
 from orchestrator.core.messages import Message, SideName, ThreadRecord, ToolCall
 from orchestrator.core.results import ToolResult
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition
+from orchestrator.engine import typed_output
 from orchestrator.engine.state import in_prompt
 from orchestrator.storage.base import ThreadBusyError
 
@@ -117,7 +118,7 @@ async def _run_prompt(
     if local:  # a resumed execution: the loop goes on from its last stored step
         last = next(m for m in reversed(local) if "parent_call" in m.metadata)  # the opening or the last step
         if last.role == "assistant" and not last.tool_calls:
-            return ToolResult.ok(last.content or "")  # it had answered; the caller's result was not stored
+            return typed_output.tool_result(last)  # it had answered; the caller's result was not stored
         calls = list(last.tool_calls or ())
         local.extend(await run.dispatch(side, toolset, calls, depth=inner, state=state, resumed=True))
     else:
@@ -134,10 +135,45 @@ async def _run_prompt(
     for _ in range(prompt.max_steps - sum(m.role == "assistant" and "parent_call" in m.metadata for m in local)):
         assistant = await run.answer(side, prompt, state, local, depth=inner, arguments=args, parent_call=call.id)
         local.append(assistant)
+        if not assistant.tool_calls and prompt.output_spec is not None:
+            settled = await _settled(run, prompt, state, local, assistant, arguments=args, parent_call=call.id)
+            if isinstance(settled, ToolResult):
+                return settled
+            assistant = settled
         if not assistant.tool_calls:
-            return ToolResult.ok(assistant.content or "")
+            return typed_output.tool_result(assistant)
         local.extend(await run.dispatch(side, toolset, assistant.tool_calls, depth=inner, state=state))
     return ToolResult.fail(f"prompt {prompt.name!r} did not finish within {prompt.max_steps} steps")
+
+
+async def _settled(
+    run: NestedHost,
+    prompt: PromptDefinition,
+    state: ThreadState,
+    local: list[Message],
+    answer: Message,
+    *,
+    arguments: dict[str, Any],
+    parent_call: str,
+) -> Message | ToolResult:
+    """A typed prompt's answer once valid (`typed_output.settle`, its corrections kept in the nested loop's
+    history), or the failure as the caller's tool result: the calling model can try another way."""
+    side, depth = answer.side or "a", answer.depth
+
+    async def again() -> Message:
+        message = await run.answer(
+            side, prompt, state, local, depth=depth, arguments=arguments, parent_call=parent_call
+        )
+        local.append(message)
+        return message
+
+    async def store(message: Message) -> None:
+        local.append(await run.services.store_message(state, message))
+
+    try:
+        return await typed_output.settle(prompt, answer, again=again, store=store)
+    except typed_output.OutputProblem as exc:
+        return ToolResult.fail(str(exc))
 
 
 def _stored_run(caller: ThreadState, call_id: str, depth: int) -> list[Message]:

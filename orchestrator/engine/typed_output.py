@@ -16,14 +16,26 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from orchestrator.core.event_payloads import OutputDeltaPayload
 from orchestrator.core.execution_result import OutputFailure
-from orchestrator.core.messages import Message
+from orchestrator.core.messages import Message, SideName
+from orchestrator.core.results import ToolResult
 from orchestrator.definitions.define import PromptDefinition
 from orchestrator.definitions.output import OutputInvalid, OutputMode, OutputSpec, default_mode
+from orchestrator.engine.partial_json import PartialJson
 from orchestrator.engine.toolset import Toolset
 from providers.stream import ModelInfo
 
-__all__ = ["OutputProblem", "add_to_toolset", "output_value", "read_answer", "settle", "system_note"]
+__all__ = [
+    "OutputDeltas",
+    "OutputProblem",
+    "add_to_toolset",
+    "output_value",
+    "read_answer",
+    "settle",
+    "system_note",
+    "tool_result",
+]
 
 OUTPUT_KEY = "output"  # metadata: the validated value's JSON form
 ERRORS_KEY = "output_errors"  # metadata: the fields that failed
@@ -45,6 +57,30 @@ class OutputProblem(Exception):
         }[kind]
         detail = f": {'; '.join(fields)}" if fields else ""
         super().__init__(f"prompt {prompt!r} {what}{detail}")
+
+
+class OutputDeltas:
+    """The `output_delta` events of one streamed answer: each text delta with how to complete the answer
+    so far into its partial object (`partial_json.PartialJson`, linear in the answer)."""
+
+    __slots__ = ("_publish", "_scanner", "depth", "side")
+
+    def __init__(self, publish: Callable[[OutputDeltaPayload], None], side: SideName, depth: int) -> None:
+        self._publish = publish
+        self._scanner = PartialJson()
+        self.side = side
+        self.depth = depth
+
+    def feed(self, text: str) -> None:
+        scanner = self._scanner
+        scanner.feed(text)
+        self._publish(
+            {"side": self.side, "depth": self.depth, "text": text, "upto": scanner.upto, "close": scanner.close}
+        )
+
+    def restarted(self) -> OutputDeltas:
+        """A retried stream starts its answer again: so does its partial object."""
+        return OutputDeltas(self._publish, self.side, self.depth)
 
 
 def mode_of(prompt: PromptDefinition, info: ModelInfo) -> OutputMode:
@@ -136,6 +172,13 @@ def correction(answer: Message, fields: list[str]) -> Message:
         flow_id=answer.flow_id,
         metadata={CORRECTION_KEY: True, **parent},
     )
+
+
+def tool_result(answer: Message) -> ToolResult:
+    """A typed prompt's answer as a tool's result: its value as JSON text for the caller, the value for hooks."""
+    if OUTPUT_KEY in answer.metadata:
+        return ToolResult.of_value(answer.metadata[OUTPUT_KEY])
+    return ToolResult.ok(answer.content or "")
 
 
 def output_value(spec: OutputSpec | None, message: Message | None) -> tuple[bool, Any]:

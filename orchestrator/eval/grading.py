@@ -21,6 +21,7 @@ from orchestrator.eval.suite import (
     EndReasonCheck,
     JudgeCheck,
     NoToolCallCheck,
+    OutputCheck,
     PredicateCheck,
     Scenario,
     SimulatorCheck,
@@ -109,6 +110,8 @@ def label(check: Check) -> str:
         return f"no_tool_call: {spec.name}{json.dumps(spec.arguments, sort_keys=True) if spec.arguments else ''}"
     if isinstance(check, EndReasonCheck):
         return f"end_reason: {check.end_reason}{' by ' + check.by if check.by else ''}"
+    if isinstance(check, OutputCheck):
+        return f"output{' (subset)' if check.subset else ''}: {', '.join(check.output)}"
     if isinstance(check, TextCheck):
         what = f"contains {check.contains!r}" if check.contains is not None else f"matches /{check.regex}/"
         return f"text{' (' + check.side + ')' if check.side else ''}: {'never ' if check.absent else ''}{what}"
@@ -164,6 +167,8 @@ async def _one(
         if result is None:
             return c.CheckResult("end_reason", False, f"the run did not end normally: {error}")
         return c.check_end_reason(result, check.end_reason, by=check.by)
+    if isinstance(check, OutputCheck):
+        return c.check_output(await c.output_of(thread), check.output, subset=check.subset)
     if isinstance(check, TextCheck):
         texts = await c.texts_of(thread, check.side)
         return c.check_text(texts, contains=check.contains, regex=check.regex, absent=check.absent)

@@ -144,6 +144,14 @@ class TextCheck(_Strict):
         return self
 
 
+class OutputCheck(_Strict):
+    """Fields of the last typed answer (a prompt's `output=`): dotted paths to the values expected."""
+
+    kind: Literal["output"] = "output"
+    output: dict[str, Any] = Field(min_length=1)  # "status": "shipped", "items.0": "mug", "customer.name": ...
+    subset: bool = False  # each expected value a JSON subset of the field's, instead of equal
+
+
 class JudgeCheck(_Strict):
     kind: Literal["judge"] = "judge"
     judge: str = Field(min_length=1)  # the judge's instructions; the transcript is appended
@@ -168,11 +176,22 @@ Check = Annotated[
     | NoToolCallCheck
     | EndReasonCheck
     | TextCheck
+    | OutputCheck
     | JudgeCheck
     | SimulatorCheck,
     Field(discriminator="kind"),
 ]
-_KIND_KEYS = ("values", "predicate", "tool_calls", "no_tool_call", "end_reason", "text", "judge", "simulator")
+_KIND_KEYS = (
+    "values",
+    "predicate",
+    "tool_calls",
+    "no_tool_call",
+    "end_reason",
+    "text",
+    "output",
+    "judge",
+    "simulator",
+)
 
 
 class InitialState(_Strict):

@@ -46,7 +46,13 @@ from typing import Any, Literal
 import structlog
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
-from orchestrator.core.event_payloads import DeltaName, DeltaPayload, EmittedEventName, Publish, ThreadCreatedPayload
+from orchestrator.core.event_payloads import (
+    DeltaPayload,
+    EmittedEventName,
+    Publish,
+    StreamDeltaName,
+    ThreadCreatedPayload,
+)
 from orchestrator.core.messages import EncodedEvents, Event, Message, MessageEvents, ThreadRecord, event_of
 from orchestrator.core.secrets import SecretScopes
 from orchestrator.storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
@@ -56,7 +62,7 @@ __all__ = ["EPHEMERAL_EVENTS", "SETTLING_EVENTS", "SUBSCRIBER_QUEUE", "Broker", 
 __all__ += ["offer"]
 
 
-EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta"})
+EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta", "output_delta"})
 SETTLING_EVENTS = frozenset({"execution_started", "execution_stopped", "execution_failed"})  # live once stored
 MessageEventName = Literal["message_created", "tool_result"]
 _log = structlog.get_logger("orchestrator.storage.events")
@@ -307,7 +313,9 @@ class EventBus:
                 ch.flushing = asyncio.get_running_loop().create_task(self._flush_soon(thread_id))
         return event
 
-    def publish_delta(self, thread_id: str, type: DeltaName, data: DeltaPayload, *, lease: int | None = None) -> None:
+    def publish_delta(
+        self, thread_id: str, type: StreamDeltaName, data: DeltaPayload, *, lease: int | None = None
+    ) -> None:
         """`publish` for a streamed delta (`EPHEMERAL_EVENTS`: never stored), the bus's commonest event:
         with no subscriber, broker or held event to order it behind, it goes only to the ring (for a
         subscriber that comes later), and no `Event` model is built for it."""

@@ -28,12 +28,14 @@ __all__ = [
     "calls_made",
     "check_end_reason",
     "check_no_tool_call",
+    "check_output",
     "check_predicate",
     "check_text",
     "check_tool_calls",
     "check_values",
     "texts_of",
     "is_subset",
+    "output_of",
 ]
 
 ExpectedCall = str | tuple[str, Mapping[str, Any]]
@@ -129,6 +131,47 @@ def check_no_tool_call(calls: Sequence[CallMade], forbidden: ExpectedCall) -> Ch
     if hits:
         return CheckResult("no_tool_call", False, f"{_label(forbidden)} must not be called; made: {', '.join(hits)}")
     return CheckResult("no_tool_call", True, f"{_label(forbidden)} was not called")
+
+
+_NO_OUTPUT = object()
+
+
+async def output_of(thread: Thread) -> Any:
+    """The JSON form of the thread's last typed answer (a prompt's `output=`, `metadata["output"]`), or
+    `_NO_OUTPUT` when its last answer is not one."""
+    messages = (await thread.get_messages(order="desc", limit=50)).messages
+    last = next((m for m in messages if m.role == "assistant" and m.depth == 0 and m.content), None)
+    return last.metadata.get("output", _NO_OUTPUT) if last is not None else _NO_OUTPUT
+
+
+def check_output(value: Any, expected: Mapping[str, Any], *, subset: bool = False) -> CheckResult:
+    """Fields of a typed answer (dotted paths: `items.0.name`) equal the values expected (or, with `subset`,
+    contain them as JSON subsets)."""
+    if value is _NO_OUTPUT:
+        return CheckResult("output", False, "the last answer is not a typed answer (its prompt has no output=)")
+    wrong: list[str] = []
+    for path, want in expected.items():
+        found, got = _field(value, path)
+        if not found:
+            wrong.append(f"{path}: no such field in {json.dumps(value, ensure_ascii=False)[:200]}")
+        elif not (is_subset(want, got) if subset else got == want):
+            wrong.append(
+                f"{path}: expected {json.dumps(want, ensure_ascii=False)}, got {json.dumps(got, ensure_ascii=False)}"
+            )
+    if wrong:
+        return CheckResult("output", False, "; ".join(wrong))
+    return CheckResult("output", True, f"output fields match: {', '.join(expected)}")
+
+
+def _field(value: Any, path: str) -> tuple[bool, Any]:
+    for part in path.split(".") if path else []:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return True, value
 
 
 async def check_values(thread: Thread, expected: Mapping[str, Any], *, subset: bool = False) -> CheckResult:

@@ -78,23 +78,37 @@ function onDelta(data) {
   node.querySelector(".text").textContent += data.text;
 }
 
+// A typed answer (a prompt's output=) shows its validated value as an indented object, not the raw JSON line.
+function typedValue(m) {
+  const meta = m.metadata || {};
+  return m.role === "assistant" && Object.prototype.hasOwnProperty.call(meta, "output") ? meta.output : undefined;
+}
+
+function messageText(m) {
+  const value = typedValue(m);
+  return value === undefined ? (m.content || "") : JSON.stringify(value, null, 2);
+}
+
 function onMessage(m) {
   if (m.role === "tool") return;  // shown on its tool card
   const side = m.side;
   const streaming = side ? view.streaming[side] : null;
+  const typed = typedValue(m) !== undefined;
   if (streaming && m.depth === 0 && m.role === "assistant") {
     delete view.streaming[side];
     if (m.content) {
-      streaming.querySelector(".text").textContent = m.content;
+      streaming.querySelector(".text").textContent = messageText(m);
       streaming.classList.remove("streaming");
       forkable(streaming, m);
+      if (typed) streaming.classList.add("typed");
     } else {
       streaming.remove();
     }
     return;
   }
   if (!m.content && !(m.attachments || []).length) return;
-  const node = bubble(side, m.content || "", (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : ""), firstCardOf(m));
+  const extra = (m.depth > 0 ? "nested" : "") + (m.silent ? " silent" : "") + (typed ? " typed" : "");
+  const node = bubble(side, messageText(m), extra, firstCardOf(m));
   forkable(node, m);
   showFiles(node, m.attachments);
 }
