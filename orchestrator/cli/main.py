@@ -556,8 +556,10 @@ def _register_commands() -> None:
     """Commands that live beside the code they drive (each imports lazily)."""
     from orchestrator.cli.worker import worker
     from orchestrator.server.cli import serve
+    from orchestrator.server.mcp_cli import mcp_serve
 
     main.add_command(serve)
+    main.add_command(mcp_serve)
     main.add_command(worker)
 
 
