@@ -159,6 +159,7 @@ async def test_a_call_runs_a_thread_and_reports_its_tool_calls_as_progress(
         ("clerk_agent", {"message": "x" * 5000}, "bytes of JSON, at most 2000 are accepted"),
         ("private_chat", {"message": "hi"}, "no exposed agent named 'private_chat'"),
         ("nope", None, "(tools: clerk_agent, report)"),
+        ("clerk_agent", {"message": "boom"}, "agent 'clerk_agent' failed (thread thr_"),
     ],
 )
 async def test_bad_calls_are_tool_errors_and_the_server_goes_on(
