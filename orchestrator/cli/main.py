@@ -557,8 +557,10 @@ def _register_commands() -> None:
     from orchestrator.cli.fork import fork, rewind
     from orchestrator.cli.worker import worker
     from orchestrator.server.cli import serve
+    from orchestrator.server.mcp_cli import mcp_serve
 
     main.add_command(serve)
+    main.add_command(mcp_serve)
     main.add_command(worker)
     main.add_command(fork)
     main.add_command(rewind)

@@ -79,7 +79,9 @@ class NestedHost(Protocol):
         """Run a step's tool calls (`resumed`: a stored step's, after a crash); returns what was stored."""
 
 
-def _opening_text(args: dict[str, Any]) -> str:
+def opening_text(args: dict[str, Any]) -> str:
+    """The person's first message to an ai_human agent called as a tool (here or by `mcp-serve`): its
+    `message` argument alone, else the arguments as JSON."""
     message = args.get("message")
     return message if isinstance(message, str) and len(args) == 1 else json.dumps(args)
 
@@ -126,7 +128,7 @@ async def _run_prompt(
             thread_id=run.thread.id,
             side=side,
             role="user",
-            content=_opening_text(args),
+            content=opening_text(args),
             depth=inner,
             flow_id=run.flow_id,
             metadata={"parent_call": call.id, "prompt": prompt.name},
@@ -222,7 +224,7 @@ async def _run_agent(
         return ToolResult.ok(await _final_answer(services, child.id))
     fresh = child.execution is None  # else the child's crashed execution, resumed
     try:
-        message = _opening_text(args) if fresh and agent.type == "ai_human" else None
+        message = opening_text(args) if fresh and agent.type == "ai_human" else None
         done = await (execute(services, child, person_message=message) if fresh else _resume_child(services, child))
     except ExecutionFailed as exc:
         return ToolResult.fail(f"agent {child.agent_id!r} failed: {exc}")
