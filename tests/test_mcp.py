@@ -24,6 +24,7 @@ import pytest
 from support import definitions, tool_names
 
 from orchestrator import Side, define_agent, define_prompt
+from orchestrator.core.waiting import WaitingArgumentsError
 from orchestrator.definitions.define import DefinitionError
 from orchestrator.mcp import McpServerError, McpTools
 from providers.config import config_from_dict
@@ -256,6 +257,26 @@ async def test_a_servers_tool_can_need_approval(make_runtime: Any) -> None:
     assert task is not None
     await task
     assert len(_tool_replies(model.requests[1])) == 2 and "Oslo" in json.dumps(_tool_replies(model.requests[1]))
+
+
+async def test_edited_arguments_for_a_servers_tool_are_checked_against_its_listed_schema(make_runtime: Any) -> None:
+    """Approving with arguments the server's schema refuses names the field and changes nothing; fitting
+    ones are what the server is called with."""
+    config = _config(needs_approval=["echo"])
+    script = [R(tool_calls=[C("echo", {"text": "Oslo"})]), R(text="ok")]
+    rt, model = await make_runtime(_defs(), script, config=config)
+    thread = await rt.create_thread("chat")
+    assert (await thread.send("go")).reason == "awaiting_approval"
+    [waiting] = await thread.waiting_calls()
+    with pytest.raises(WaitingArgumentsError, match="text"):
+        await thread.approve(waiting.call_id, args={"text": 42})
+    [still] = await thread.waiting_calls()
+    assert still.decision is None
+    task = await thread.approve(waiting.call_id, args={"text": "Bergen"})
+    assert task is not None
+    await task
+    replies = json.dumps(_tool_replies(model.requests[1]))
+    assert "Bergen" in replies and "Oslo" not in replies
 
 
 async def test_a_stdio_server_sees_only_the_env_it_was_given(

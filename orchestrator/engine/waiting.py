@@ -193,7 +193,7 @@ class WaitingDesk:
         if _overdue(record, self._services.clock()):
             await self._expire(record)
             raise WaitingCallError(f"call {call_id!r} of thread {thread_id!r} expired before it was decided")
-        decision = self._checked(record, decision)
+        decision = await self._checked(record, decision)
         if not await storage.decide_waiting_call(thread_id, call_id, record.position, decision, self._services.clock()):
             [*_, record] = await self._existing(thread_id, call_id)  # another decider won the race
             return await self._again(record, decision)
@@ -239,13 +239,16 @@ class WaitingDesk:
             f"({kind}); a decision is made once"
         )
 
-    def _checked(self, record: WaitingCall, decision: Decision) -> Decision:
-        """Edited arguments validated against the tool's schema (as the model's are): an error names the fields."""
+    async def _checked(self, record: WaitingCall, decision: Decision) -> Decision:
+        """Edited arguments validated against the tool's schema (as the model's are): an error names the fields.
+        An MCP tool's schema is the one its server listed."""
         if decision.kind != "approved" or decision.arguments is None:
             return decision
-        target = self._services.definitions.tools.get(record.tool) or self._services.definitions.prompts.get(
-            record.tool
-        )
+        definitions, mcp = self._services.definitions, self._services.mcp
+        target = definitions.tools.get(record.tool) or definitions.prompts.get(record.tool)
+        if target is None and mcp is not None:
+            listed = await mcp.exposed_as(record.tool)
+            target = listed.definition if listed is not None else None
         model: type[BaseModel] | None = getattr(target, "args", None)
         if model is None:
             return decision

@@ -115,6 +115,15 @@ class McpTools:
             f"(allowed: {', '.join(t.name for t in tools) or 'none'})"
         )
 
+    async def exposed_as(self, name: str) -> McpTool | None:
+        """The tool the model calls `name`, from the servers whose prefix it carries (listed on first use)."""
+        for server, config in self._servers.items():
+            if name.startswith(config.prefix):
+                for tool in await self.listing(server):
+                    if tool.exposed == name:
+                        return tool
+        return None
+
     async def listing(self, server: str) -> list[McpTool]:
         """The server's allowed tools (starting it if needed); a failure names the server and its stderr."""
         if server not in self._listed:
