@@ -29,7 +29,7 @@ from orchestrator.core.secrets import MIN_SECRET_LEN, SecretScopes
 from orchestrator.core.settings import RuntimeSettings
 from orchestrator.core.validation import describe
 from orchestrator.core.waiting import Decision, WaitingCall
-from orchestrator.definitions.define import AgentDefinition, DefinitionError, MessageArgs
+from orchestrator.definitions.define import AgentDefinition, DefinitionError, MessageArgs, ToolDefinition
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy
 from orchestrator.engine.executor import Executed, ExecutionFailed, ExecutionResult, execute
@@ -340,13 +340,16 @@ class Thread:
         ticket = self._runtime.live.announce(self.id)
         return _typed(ticket.watch(self._to_end(text, ticket)), output)
 
-    def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
+    def start(
+        self, text: str | None = None, *, tools: Sequence[ToolDefinition] = ()
+    ) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
         """Start an execution in the background; returns once it owns the thread.
 
         Raises ThreadBusyError (or a bad-input error) right away instead of
-        through the task, so a server can answer 409 before it answers 202."""
+        through the task, so a server can answer 409 before it answers 202. `tools`: a client's tools
+        for this execution only (engine/client_tools.py: deferred, their results come from the client)."""
         ticket = self._runtime.live.announce(self.id)
-        return ticket.watch(self._start(text, ticket))
+        return ticket.watch(self._start(text, ticket, tools=tools))
 
     async def _to_end(
         self, text: str | None, ticket: StartTicket, *, stop_waiting: str | None = None
@@ -376,12 +379,17 @@ class Thread:
             raise
 
     async def _start(
-        self, text: str | None, ticket: StartTicket, *, mode: Literal["start", "resume"] = "start"
+        self,
+        text: str | None,
+        ticket: StartTicket,
+        *,
+        mode: Literal["start", "resume"] = "start",
+        tools: Sequence[ToolDefinition] = (),
     ) -> asyncio.Task[ExecutionResult]:
         await self._ready(text, ticket, check=mode == "start")
         started = asyncio.Event()
         on_start = _Started(self, ticket, started)
-        task = asyncio.create_task(self._execute(text, on_start, resume=mode == "resume"))
+        task = asyncio.create_task(self._execute(text, on_start, resume=mode == "resume", tools=tools))
         task.add_done_callback(on_start.done)  # one callback: each copies the caller's context
         self._runtime._tasks.add(task)
         waiter = asyncio.create_task(started.wait())
@@ -405,7 +413,13 @@ class Thread:
             raise ValueError("send: text must be a non-empty string")
 
     async def _execute(
-        self, person_message: str | None, started: _Started, *, resume: bool = False, stop_waiting: str | None = None
+        self,
+        person_message: str | None,
+        started: _Started,
+        *,
+        resume: bool = False,
+        stop_waiting: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
     ) -> ExecutionResult:
         done: Executed | None = None
         try:
@@ -416,6 +430,7 @@ class Thread:
                 on_start=started,
                 resume_waiting=resume,
                 stop_waiting=stop_waiting,
+                client_tools=tools,
             )
         finally:
             if started.execution is not None:
@@ -424,7 +439,7 @@ class Thread:
                 self.record = await self._runtime.storage.get_thread(self.id)
         self.record = done.thread
         if done.thread.status == "waiting" and not await self._runtime.waiting.calls(self.id):
-            await self.resume()  # decided while the step's other calls ran, its resume refused: go on now
+            await self.resume(tools=tools)  # decided while the step's other calls ran, its resume refused: go on now
         return done.result
 
     # -- calls waiting for the outside (engine/waiting.py, docs/guide.md) --------
@@ -450,13 +465,16 @@ class Thread:
             raise ValueError("reject: reason must be a non-empty string (the model reads it)")
         return await self._decide(call_id, Decision(kind="rejected", reason=reason))
 
-    async def submit_result(self, call_id: str, result: ToolResult | str) -> asyncio.Task[ExecutionResult] | None:
-        """The result of a deferred call (a string is a success with that text)."""
+    async def submit_result(
+        self, call_id: str, result: ToolResult | str, *, tools: Sequence[ToolDefinition] = ()
+    ) -> asyncio.Task[ExecutionResult] | None:
+        """The result of a deferred call (a string is a success with that text). `tools`: the client's
+        tools for the execution this may resume (as `start`'s)."""
         if isinstance(result, str):
             result = ToolResult.ok(result)
         if not isinstance(result, ToolResult):
             raise TypeError(f"submit_result: result must be a ToolResult or a str, got {type(result).__name__}")
-        return await self._decide(call_id, Decision(kind="result", result=result))
+        return await self._decide(call_id, Decision(kind="result", result=result), tools=tools)
 
     async def answer(self, call_id: str, value: Any) -> asyncio.Task[ExecutionResult] | None:
         """The answer to the question the call asked (`state.ask`); `value` must be JSON."""
@@ -466,21 +484,23 @@ class Thread:
             raise TypeError(f"answer: value must be JSON-serialisable ({type(value).__name__}): {exc}") from None
         return await self._decide(call_id, Decision(kind="answer", answer=value))
 
-    async def _decide(self, call_id: str, decision: Decision) -> asyncio.Task[ExecutionResult] | None:
+    async def _decide(
+        self, call_id: str, decision: Decision, *, tools: Sequence[ToolDefinition] = ()
+    ) -> asyncio.Task[ExecutionResult] | None:
         await self._runtime.open()
         if not isinstance(call_id, str) or not call_id:
             raise ValueError(f"call_id must be a non-empty string, got {call_id!r}")
         if await self._runtime.waiting.decide(self.id, call_id, decision):
-            return await self.resume()
+            return await self.resume(tools=tools)
         return None
 
-    async def resume(self) -> asyncio.Task[ExecutionResult] | None:
+    async def resume(self, *, tools: Sequence[ToolDefinition] = ()) -> asyncio.Task[ExecutionResult] | None:
         """Go on with a waiting thread whose calls are all decided, in the background (a decision does
         this itself). None when there is nothing to resume: it is not waiting, or another resume (or
         the execution that is ending, which checks again as it ends) holds it."""
         ticket = self._runtime.live.announce(self.id)
         try:
-            return await ticket.watch(self._start(None, ticket, mode="resume"))
+            return await ticket.watch(self._start(None, ticket, mode="resume", tools=tools))
         except (NotWaitingError, ThreadBusyError):
             return None
 

@@ -181,8 +181,8 @@ async def test_refusals_name_the_field(api: Any) -> None:
     _error(await client.post("/ag-ui/chat", json={"threadId": "t"}, headers=ALICE), 422, "invalid_request")
     bad_id = run_input(thread_id="../etc")
     _error(await client.post("/ag-ui/chat", json=bad_id, headers=ALICE), 422, "invalid_request", "body.threadId")
-    tools = run_input(tools=[{"name": "confirm", "description": "Ask the person", "parameters": {}}])
-    _error(await client.post("/ag-ui/chat", json=tools, headers=ALICE), 422, "frontend_tools_unsupported", "body.tools")
+    tools = run_input(tools=[{"name": "ask person", "description": "Ask the person", "parameters": {}}])
+    _error(await client.post("/ag-ui/chat", json=tools, headers=ALICE), 422, "invalid_tools", "body.tools[0].name")
     not_object = run_input(state=[1, 2])
     _error(await client.post("/ag-ui/chat", json=not_object, headers=ALICE), 422, "invalid_state", "body.state")
     no_user = {**run_input(), "messages": []}

@@ -144,3 +144,27 @@ def test_aborting_during_a_tool_call_leaves_a_history_the_next_run_can_send(node
     answers = [m for m in after_stop if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in answers] == [call["id"]]
     assert after_stop.index(answers[0]) == after_stop.index(next(m for m in after_stop if m.get("tool_calls"))) + 1
+
+
+def test_a_conversation_with_a_server_tool_a_frontend_tool_and_state(node: str, tmp_path: Path) -> None:
+    """The client declares `confirm`; the model calls it beside the server's `weather`: the first run ends
+    with the call pending, the client answers it with a tool message, and its next run resumes the thread."""
+    script = [
+        R(
+            text="Checking.",
+            tool_calls=[ScriptedCall("weather", {"city": "Oslo"}), ScriptedCall("confirm", {"question": "Book?"})],
+        ),
+        R(text="Booked Oslo."),
+    ]
+    with live(tmp_path, script) as (server, model):
+        seen = client(node, "frontend", server, "agui-thread-4")
+        stored = get(server, "/threads/agui-thread-4/messages")["messages"]
+    first, second = seen["runs"]
+    assert first["events"][0] == "RUN_STARTED" and first["events"][-1] == "RUN_FINISHED"
+    assert first["result"]["reason"] == "awaiting_result"
+    assert first["events"].count("TOOL_CALL_START") == 2 and first["events"].count("TOOL_CALL_RESULT") == 1
+    assert second["events"][-1] == "RUN_FINISHED" and "TEXT_MESSAGE_CONTENT" in second["events"]
+    assert seen["state"] == {"cities": ["Oslo"]}
+    assert ("assistant", "Booked Oslo.") in [(m["role"], m["content"]) for m in seen["messages"]]
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert any(m.get("content") == "yes, book it" for m in model.requests[1]["messages"] if m["role"] == "tool")

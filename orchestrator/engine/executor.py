@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -40,10 +40,11 @@ from orchestrator.core.messages import (
 )
 from orchestrator.core.results import ToolResult
 from orchestrator.core.waiting import Decision, WaitingCallError, WaitingKind, awaiting_reason
-from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side
+from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy, typed_output
 from orchestrator.engine.answers import answer_message, provider_family, with_unique_call_ids
+from orchestrator.engine.client_tools import with_client_tools
 from orchestrator.engine.dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from orchestrator.engine.hooks import ToolCallStart
 from orchestrator.engine.resume import logged_turn_events, resumed_step
@@ -86,6 +87,7 @@ async def execute(
     on_start: Callable[[ThreadState, ThreadRecord], None] | None = None,
     resume_waiting: bool = False,
     stop_waiting: str | None = None,
+    client_tools: Sequence[ToolDefinition] = (),
 ) -> Executed:
     """Run one execution of `thread` under its lease (one execution per thread).
 
@@ -94,7 +96,8 @@ async def execute(
     `resume_waiting`: go on with a thread whose waiting calls are decided (engine/waiting.py);
     `stop_waiting`: end a waiting thread instead, its waiting calls answered as stopped. Either raises
     NotWaitingError when the thread is not waiting (any more); any other start of a waiting thread
-    is refused (WaitingCallError): its calls are decided first."""
+    is refused (WaitingCallError): its calls are decided first. `client_tools`: this run's tools of the
+    client's, offered to the agent's sides beside their own (engine/client_tools.py)."""
     agent = services.definitions.agents[thread.agent_id]
     owner = f"{services.owner}/{new_id('exec')[-8:]}"  # per execution: a second one in this process is refused too
     start = await services.storage.begin_execution(thread.id, owner, services.settings.lease_ttl)
@@ -120,6 +123,7 @@ async def execute(
             on_start(state, thread)
         run = _Execution(services, thread, agent, state, execution, log_end=last_event)
         run.stop_waiting = stop_waiting
+        run.client_tools = tuple(client_tools)
         result: ExecutionResult = await run.run(person_message)
         return Executed(result, thread)
     finally:
@@ -159,6 +163,7 @@ class _Execution:
     # (event type, turn number) of the turn events a crashed attempt of this flow logged; set on resume
     announced: frozenset[tuple[str, int]] = frozenset()
     stop_waiting: str | None = None  # end a waiting thread: its waiting calls get "stopped" results
+    client_tools: tuple[ToolDefinition, ...] = ()  # this run's client tools (engine/client_tools.py)
 
     def __init__(
         self,
@@ -522,7 +527,13 @@ class _Execution:
             toolset = build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type, mcp)
             typed_output.add_to_toolset(toolset, prompt, info)
             cache[key] = (info, toolset)
-        return cache[key]
+        info, toolset = cache[key]
+        if self.client_tools and prompt.name in self._side_prompts():
+            toolset = with_client_tools(toolset, self.client_tools, info.dialect)
+        return info, toolset
+
+    def _side_prompts(self) -> set[str | None]:
+        return {side.prompt for side in (self.agent.side_a, self.agent.side_b) if side is not None}
 
     async def _image_data(self, history: list[Message]) -> dict[str, str]:
         import base64

@@ -17,8 +17,10 @@ history lives here, so only what is new is taken from it: the last message, the 
 - Stop: the client aborting the request (closing the stream) stops the execution, as
   `POST /threads/{id}/stop` does; the history stays what a stop leaves. A run stopped from elsewhere
   ends, for a client still listening, with RUN_FINISHED and the `cancelled` outcome.
-- Frontend tools (`RunAgentInput.tools`) are not offered to the model yet: a run whose input declares
-  tools, or ends with a tool result, is refused with 422, so no client believes its tools are in use.
+- Frontend tools (`RunAgentInput.tools`) are offered to the model for the run as deferred tools
+  (engine/client_tools.py): a call to one ends the run with RUN_FINISHED (its id pending) while the thread
+  waits; the next input ending with `tool` messages for those calls submits them (`submit_result`) and the
+  run resumes. A tool message for a call that is not waiting is refused with 422.
 
 Auth is the API's bearer token; a body is bounded by the app's body limit, and the state by the limits
 in agui_run.py (keys, key length, nesting).

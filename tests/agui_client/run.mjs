@@ -4,6 +4,7 @@
 // script prints what it saw as one JSON line for the test to check.
 //
 //   node run.mjs conversation URL TOKEN THREAD_ID
+//   node run.mjs frontend URL TOKEN THREAD_ID      (a server tool, a frontend tool answered by the client, state)
 //   node run.mjs abort URL TOKEN THREAD_ID [EVENT]   (aborts on the first EVENT, TEXT_MESSAGE_CONTENT by default)
 import { HttpAgent } from "@ag-ui/client";
 
@@ -44,6 +45,32 @@ async function conversation() {
   return { runs, state: chat.state, messages };
 }
 
+// A server tool, a frontend tool and state: the first run ends with the frontend call pending, the page
+// answers it with a tool message, and the second run resumes the thread and streams on.
+async function frontend() {
+  const chat = agent({ cities: [] });
+  const tools = [
+    {
+      name: "confirm",
+      description: "Ask the person to confirm a booking",
+      parameters: { type: "object", properties: { question: { type: "string" } }, required: ["question"] },
+    },
+  ];
+  chat.addMessage({ id: "user-1", role: "user", content: "Book Oslo if sunny." });
+  const runs = [];
+  for (let i = 1; i <= 2; i++) {
+    const { seen, subscriber } = recorder();
+    const result = await chat.runAgent({ runId: `run-${i}`, tools }, subscriber);
+    runs.push({ events: seen, result: result.result });
+    if (i === 1) {
+      const asked = chat.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.function.name === "confirm");
+      chat.addMessage({ id: "tool-1", role: "tool", toolCallId: asked.id, content: "yes, book it" });
+    }
+  }
+  const messages = chat.messages.map((m) => ({ role: m.role, content: typeof m.content === "string" ? m.content : null }));
+  return { runs, state: chat.state, messages };
+}
+
 async function abort() {
   const chat = agent(undefined);
   chat.addMessage({ id: "user-1", role: "user", content: "Tell me a long story." });
@@ -66,7 +93,7 @@ async function abort() {
   return { events: seen, error, running: chat.isRunning };
 }
 
-const scenarios = { conversation, abort };
+const scenarios = { conversation, abort, frontend };
 try {
   const out = await scenarios[scenario]();
   process.stdout.write(JSON.stringify(out) + "\n");
