@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -33,6 +33,7 @@ from orchestrator.definitions.define import AgentDefinition, DefinitionError, Me
 from orchestrator.definitions.thread_state import ExecutionState
 from orchestrator.engine import gc_policy
 from orchestrator.engine.executor import Executed, ExecutionFailed, ExecutionResult, execute
+from orchestrator.engine.fork import fork_thread, rewind_thread
 from orchestrator.engine.hooks import Hooks
 from orchestrator.engine.live import LiveExecutions, StartTicket
 from orchestrator.engine.services import Services
@@ -223,12 +224,21 @@ class Runtime:
 
     # -- threads -----------------------------------------------------------
     async def create_thread(
-        self, agent: str, arguments: dict[str, Any] | None = None, user_id: str | None = None
+        self,
+        agent: str,
+        arguments: dict[str, Any] | None = None,
+        user_id: str | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> Thread:
+        """A new thread of `agent`. `thread_id`: the id a protocol client chose (an AG-UI `threadId`);
+        storage refuses one that exists (StorageError). Default: a fresh `thr_...` id."""
         await self.open()
         definition = self._agent(agent)
         args = _check_arguments(definition, arguments or {})
         record = ThreadRecord(agent_id=agent, user_id=user_id, arguments=args)
+        if thread_id is not None:
+            record.id = thread_id
         record = await self.services.bus.create_thread(record, {"agent": agent, "user_id": user_id})
         return Thread(self, record)
 
@@ -311,15 +321,24 @@ class Thread:
     # run(), send() and start() are plain functions returning a coroutine: the call
     # itself announces the start, so a stop said right after it (before the
     # coroutine first runs) is kept and ends the execution before its first request.
-    def run(self) -> Coroutine[Any, Any, ExecutionResult]:
+    # `output=Model` (side a's prompt's output type): the result's `output` is checked to be one and typed so.
+    @overload
+    def run(self) -> Coroutine[Any, Any, ExecutionResult]: ...
+    @overload
+    def run(self, *, output: type[_Out]) -> Coroutine[Any, Any, ExecutionResult[_Out]]: ...
+    def run(self, *, output: type[_Out] | None = None) -> Coroutine[Any, Any, ExecutionResult[Any]]:
         """Run a dual_ai thread until its execution stops."""
         ticket = self._runtime.live.announce(self.id)
-        return ticket.watch(self._to_end(None, ticket))
+        return _typed(ticket.watch(self._to_end(None, ticket)), output)
 
-    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]:
+    @overload
+    def send(self, text: str) -> Coroutine[Any, Any, ExecutionResult]: ...
+    @overload
+    def send(self, text: str, *, output: type[_Out]) -> Coroutine[Any, Any, ExecutionResult[_Out]]: ...
+    def send(self, text: str, *, output: type[_Out] | None = None) -> Coroutine[Any, Any, ExecutionResult[Any]]:
         """The person's message (side b), then side a's turn."""
         ticket = self._runtime.live.announce(self.id)
-        return ticket.watch(self._to_end(text, ticket))
+        return _typed(ticket.watch(self._to_end(text, ticket)), output)
 
     def start(self, text: str | None = None) -> Coroutine[Any, Any, asyncio.Task[ExecutionResult]]:
         """Start an execution in the background; returns once it owns the thread.
@@ -527,11 +546,31 @@ class Thread:
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
+        """As `ThreadState.get_messages`; `include_superseded`: also what a rewind left behind."""
         await self._runtime.open()
         return await self._runtime.storage.get_messages(
-            self.id, limit=limit, offset=offset, order=order, include_silent=include_silent, max_depth=max_depth
+            self.id,
+            limit=limit,
+            offset=offset,
+            order=order,
+            include_silent=include_silent,
+            max_depth=max_depth,
+            include_superseded=include_superseded,
         )
+
+    async def fork(self, at: int) -> Thread:
+        """A new thread whose history is this one's up to and including message `at` (engine/fork.py)."""
+        await self._runtime.open()
+        return Thread(self._runtime, await fork_thread(self._runtime.services, await self.refresh(), at))
+
+    async def rewind(self, to: int) -> int:
+        """Continue from message `to`: later messages, values and events are kept, superseded; refused
+        while an execution runs. Returns how many messages were superseded."""
+        await self._runtime.open()
+        self.record, superseded = await rewind_thread(self._runtime.services, self._runtime.live, self.id, to)
+        return superseded
 
     async def refresh(self) -> ThreadRecord:
         self.record = await self._runtime.storage.get_thread(self.id)
@@ -618,3 +657,20 @@ def _config_secrets(config: ProvidersConfig) -> list[str]:
             if value:
                 secrets.append(value)
     return secrets
+
+
+_Out = TypeVar("_Out")
+
+
+def _typed(
+    execution: Coroutine[Any, Any, ExecutionResult], output: type[_Out] | None
+) -> Coroutine[Any, Any, ExecutionResult[Any]]:
+    """The execution as it is, or with its result's output checked to be an `output` (`ExecutionResult.typed`)."""
+    if output is None:
+        return execution
+
+    async def checked() -> ExecutionResult[_Out]:
+        result = await execution
+        return result.typed(output)
+
+    return checked()

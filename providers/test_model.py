@@ -15,6 +15,10 @@ honoured by building a match from the expression's parse tree (literals,
 classes, repeats, groups, alternatives); negated classes and backreferences
 are not covered, and such a field gets a plain word.
 
+A request with a `response_format` of type `json_schema` (a prompt with a typed
+`output`) gets, instead of the text, a JSON value valid under that schema, made
+the same way as tool arguments: a typed prompt runs offline end to end.
+
 The answer is a `ScriptedResponse`, served as OpenAI-wire SSE bytes by
 `providers.scripted`, so the production request builder and parser run.
 """
@@ -46,8 +50,9 @@ class TestModel:
         tools = [t["function"] for t in body.get("tools") or [] if t.get("type") == "function" and "function" in t]
         given_seed = body.get("seed")
         seed = given_seed if isinstance(given_seed, int) else 0
+        typed = _typed_answer(body.get("response_format"), seed)
         if any(m.get("role") == "assistant" and m.get("tool_calls") for m in turn):
-            return ScriptedResponse(text=_results_text(turn))
+            return ScriptedResponse(text=typed or _results_text(turn))
         if tools:
             calls = [
                 ScriptedCall(t["name"], example_arguments(t.get("parameters") or {}, seed=seed, salt=t["name"]))
@@ -55,7 +60,19 @@ class TestModel:
             ]
             return ScriptedResponse(tool_calls=calls)
         said = next((_text(m) for m in reversed(turn) if m.get("role") == "user"), "")
-        return ScriptedResponse(text=f"test model: no tools offered; last message: {_short(said)}")
+        return ScriptedResponse(text=typed or f"test model: no tools offered; last message: {_short(said)}")
+
+
+def _typed_answer(response_format: Any, seed: int) -> str | None:
+    """A JSON value valid under a `json_schema` response format, as text; None without one."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        return None
+    name = spec.get("name")
+    value = example_arguments(spec["schema"], seed=seed, salt=name if isinstance(name, str) else "output")
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

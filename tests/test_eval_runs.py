@@ -313,9 +313,12 @@ def test_the_example_suite_runs_offline_from_its_cassettes(tmp_path: Path, monke
         main, ["eval", "evals/support_demo.yaml", "--db", str(tmp_path / "ev.db"), "--out", str(tmp_path)]
     )
     assert out.exit_code == 0, out.output
-    assert "| changes_mind | 3 | 0/3 | 0% | 0% | 0% |" in out.output
-    assert "| angry_wants_person | 3 | 2/3 | 67% | 33% | 0% |" in out.output
-    assert "**pass^3 = 60%**" in out.output
+    assert "| changes_mind | 3 | 0/3 | 0% [0–56%] | 0% | 0% | - |" in out.output
+    assert "| angry_wants_person | 3 | 2/3 | 67% [21–94%] | 33% | 0% | 33% |" in out.output
+    assert "| **overall** | 15 | 11/15 | 73% [48–89%] | 67% [27–100%] | 60% [20–100%] |" in out.output
+    assert "**pass^3 = 60%**, 95% interval 20%–100% (bootstrap)" in out.output
+    assert "Fails every time: `changes_mind`." in out.output
+    assert "Flaky (passed and failed in this eval): `angry_wants_person` (2/3, flips 33%)." in out.output
     assert (
         "replay offline: `orchestrator eval replay cassettes/evals/support_demo/changes_mind/run-1.json`" in out.output
     )

@@ -90,8 +90,9 @@ def test_suite_k_is_the_fewest_runs_any_scenario_has() -> None:
 def test_markdown_json_and_junit_reports(tmp_path) -> None:
     report = build_report(_eval({"ok": [True, True], "bad": [True, False]}, skipped=2))
     text = markdown(report)
-    assert "| ok | 2 | 2/2 | 100% | 100% |" in text and "| bad | 2 | 1/2 | 50% | 0% |" in text
-    assert "**pass^2 = 50%**" in text and "Stopped on budget: 2 run(s) not started." in text
+    assert "| ok | 2 | 2/2 | 100% [34–100%] | 100% | - |" in text  # Wilson: 2/(2 + 1.96²) = 0.34
+    assert "| bad | 2 | 1/2 | 50% [9–91%] | 0% | 50% |" in text  # flaky: one run of two flips
+    assert "**pass^2 = 50%**, 95% interval" in text and "Stopped on budget: 2 run(s) not started." in text
     assert "`bad` run 2" in text and "x: expected 1, got 2" in text
     assert "replay offline: `orchestrator eval replay c/bad/run-2.json`" in text
 
@@ -111,7 +112,7 @@ def test_a_pipe_in_a_check_label_does_not_split_the_table() -> None:
     result.runs[0].checks[0].label = "text (a): matches /(can't|cannot)/"
     row = next(line for line in markdown(build_report(result)).splitlines() if line.startswith("| one |"))
     assert "matches /(can't\\|cannot)/ ×1" in row
-    assert len(re.split(r"(?<!\\)\|", row)) == 12  # ten cells between the outer pipes
+    assert len(re.split(r"(?<!\\)\|", row)) == 13  # eleven cells between the outer pipes
 
 
 def test_load_report_names_the_file_when_it_is_not_a_report(tmp_path) -> None:

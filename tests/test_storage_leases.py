@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from storage_backends import (  # noqa: F401 - fixtures
+    PG_DSN,
     FakeClock,
     StorageFactory,
     contents,
@@ -18,6 +19,7 @@ from storage_backends import (  # noqa: F401 - fixtures
     storage_factory,
 )
 
+from orchestrator.core.messages import ThreadRecord
 from orchestrator.storage import (
     NotFoundError,
     SchemaVersionError,
@@ -238,10 +240,10 @@ INSERT INTO audit (id, note) VALUES (1, 'v-next');
 
 async def test_migrations_upgrade_an_older_database(storage_factory: StorageFactory) -> None:
     shipped = load_migrations(storage_factory.backend)
-    async with storage_factory.make(migrations=shipped[:1]) as v1:  # a database as version 1 wrote it
-        thread = await new_thread(v1, user_id="u1")
-        await v1.append_messages(thread.id, [msg(thread.id, "kept")])
-        await v1.set_value(thread.id, "k", [1, 2])
+    async with storage_factory.make(migrations=shipped[:1]):  # a database at version 1...
+        pass
+    thread = ThreadRecord(agent_id="agent", user_id="u1", created_at=1.0, updated_at=1.0)
+    await _write_as_version_1(storage_factory, thread)  # ...with rows in version 1's columns only
     upgraded = [*shipped, Migration(len(shipped) + 1, "add_tags", _V_EXTRA)]
     async with storage_factory.make(migrations=upgraded) as v2:
         assert await v2.schema_version() == len(upgraded)  # type: ignore[attr-defined]
@@ -253,6 +255,33 @@ async def test_migrations_upgrade_an_older_database(storage_factory: StorageFact
     assert await storage_factory.scalar("SELECT COUNT(*) FROM threads WHERE tags IS NULL") == 1
     async with storage_factory.make(migrations=upgraded) as again:  # reopening applies nothing twice
         assert await contents(again, thread.id) == ["kept", "after upgrade"]
+
+
+async def _write_as_version_1(factory: StorageFactory, thread: ThreadRecord) -> None:
+    """A thread, one message and one value as version 1's code wrote them (later versions add columns)."""
+    statements = [
+        "INSERT INTO threads (id, agent_id, user_id, arguments, depth, status, usage, created_at, updated_at) "
+        f"VALUES ('{thread.id}', 'agent', 'u1', '{{}}', 0, 'idle', '{thread.usage.model_dump_json()}', 1.0, 1.0)",
+        "INSERT INTO messages (thread_id, seq, id, role, content, attachments, metadata, created_at, updated_at) "
+        f"VALUES ('{thread.id}', 1, 'msg_1', 'user', 'kept', '[]', '{{}}', 1.0, 1.0)",
+        f"INSERT INTO thread_values (thread_id, key, value) VALUES ('{thread.id}', 'k', '[1,2]')",
+    ]
+    if factory.backend == "sqlite":
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(factory.path)) as conn, conn:
+            for statement in statements:
+                conn.execute(statement)
+        return
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_DSN, server_settings={"search_path": factory.schema})
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
 
 
 async def test_migrations_refuse_a_newer_database(storage_factory: StorageFactory) -> None:

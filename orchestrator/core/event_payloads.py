@@ -45,6 +45,8 @@ __all__ = [
     "StreamRestartedPayload",
     "SubagentStartedPayload",
     "ThreadCreatedPayload",
+    "ThreadForkedPayload",
+    "ThreadRewoundPayload",
     "ToolCallStartedPayload",
     "ToolInvokedPayload",
     "ToolInvokedResultPayload",
@@ -66,6 +68,16 @@ AnswerEndName = Literal["model_truncated", "model_content_filtered", "model_fini
 class ThreadCreatedPayload(TypedDict):
     agent: str
     user_id: str | None
+
+
+class ThreadForkedPayload(TypedDict):
+    forked_from: str
+    forked_at: int
+
+
+class ThreadRewoundPayload(TypedDict):
+    to: int
+    superseded: int
 
 
 class ExecutionStartedPayload(TypedDict):
@@ -225,6 +237,10 @@ class Publish(Protocol):
 
     @overload
     def __call__(self, type: Literal["thread_created"], data: ThreadCreatedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["thread_forked"], data: ThreadForkedPayload, /) -> None: ...
+    @overload
+    def __call__(self, type: Literal["thread_rewound"], data: ThreadRewoundPayload, /) -> None: ...
     @overload
     def __call__(self, type: Literal["execution_started"], data: ExecutionStartedPayload, /) -> None: ...
     @overload

@@ -77,6 +77,10 @@ __all__ = [
     "TextDeltaEvent",
     "ThreadCreatedData",
     "ThreadCreatedEvent",
+    "ThreadForkedData",
+    "ThreadForkedEvent",
+    "ThreadRewoundData",
+    "ThreadRewoundEvent",
     "ToolCallStartedData",
     "ToolCallStartedEvent",
     "ToolInvokedData",
@@ -121,6 +125,16 @@ class _Envelope(BaseModel):
 class ThreadCreatedData(_Data):
     agent: str
     user_id: str | None
+
+
+class ThreadForkedData(_Data):
+    forked_from: str = Field(description="The thread this one was forked from")
+    forked_at: int = Field(description="The message seq of `forked_from` the fork's history ends at")
+
+
+class ThreadRewoundData(_Data):
+    to: int = Field(description="The message seq the thread continues from")
+    superseded: int = Field(description="How many later messages were marked superseded")
 
 
 class ExecutionStartedData(_Data):
@@ -395,6 +409,16 @@ class ToolProgressEvent(_Envelope):
     data: ToolProgressData
 
 
+class ThreadForkedEvent(_Envelope):
+    type: Literal["thread_forked"]
+    data: ThreadForkedData
+
+
+class ThreadRewoundEvent(_Envelope):
+    type: Literal["thread_rewound"]
+    data: ThreadRewoundData
+
+
 class ApprovalRequestedEvent(_Envelope):
     type: Literal["approval_requested"]
     data: ApprovalRequestedData
@@ -437,6 +461,8 @@ class ExecutionFailedEvent(_Envelope):
 
 BUILTIN_EVENTS: tuple[type[_Envelope], ...] = (
     ThreadCreatedEvent,
+    ThreadForkedEvent,
+    ThreadRewoundEvent,
     ExecutionStartedEvent,
     TurnStartedEvent,
     StepStartedEvent,
@@ -498,6 +524,8 @@ def _tag(value: object) -> str:
 
 TypedEvent = Annotated[
     Annotated[ThreadCreatedEvent, Tag("thread_created")]
+    | Annotated[ThreadForkedEvent, Tag("thread_forked")]
+    | Annotated[ThreadRewoundEvent, Tag("thread_rewound")]
     | Annotated[ExecutionStartedEvent, Tag("execution_started")]
     | Annotated[TurnStartedEvent, Tag("turn_started")]
     | Annotated[StepStartedEvent, Tag("step_started")]

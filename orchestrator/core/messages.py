@@ -65,6 +65,8 @@ class Message(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+    # set by `Thread.rewind`: kept for the record (`include_superseded=True`), never sent to a model again
+    superseded: bool = False
 
 
 class MessagesResult(BaseModel):
@@ -90,6 +92,7 @@ class ExecutionSnapshot(BaseModel):
     turn_count: int = 0
     turn_step_count: int = 0
     forced_side: SideName | None = None
+    next_side: SideName | None = None  # left by a fork or a rewind: the side whose turn it was, takes the next
     stopped: bool = False
     stopped_by: StoppedBy | None = None
     reason: str | None = None
@@ -99,7 +102,9 @@ class ExecutionSnapshot(BaseModel):
     @classmethod
     def following(cls, previous: ExecutionSnapshot | None, flow_id: str) -> ExecutionSnapshot:
         """A new execution's state: session turns carry over from the one before."""
-        return cls(flow_id=flow_id, turn_count=previous.turn_count if previous is not None else 0)
+        if previous is None:
+            return cls(flow_id=flow_id)
+        return cls(flow_id=flow_id, turn_count=previous.turn_count, forced_side=previous.next_side)
 
     def resumed(self) -> ExecutionSnapshot:
         """The state of a crashed execution taken up again: what it counted stays, it is no longer ended."""
@@ -179,6 +184,8 @@ class ThreadRecord(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+    forked_from: str | None = None  # the thread this one was forked from (`Thread.fork`)
+    forked_at: int | None = None  # the message seq of `forked_from` it was forked at
 
 
 EnvType = Literal["text", "secret"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
@@ -19,7 +20,7 @@ from orchestrator.core.messages import EnvType
 from orchestrator.core.results import AttachmentRef, ToolAttachment, ToolResult
 
 if TYPE_CHECKING:
-    pass
+    from orchestrator.definitions.output import OutputSpec
 
 __all__ = [
     "AgentDefinition",
@@ -113,6 +114,8 @@ HOOK_NAMES: tuple[str, ...] = (
 
 
 VariableScope = Literal["operator", "thread"]
+OutputMode = Literal["native", "tool", "prompted"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("native", "tool", "prompted")
 
 
 class VariableDefinition(BaseModel):
@@ -193,6 +196,18 @@ class PromptDefinition(_Definition):
     env: dict[str, str] = Field(default_factory=dict)  # env defaults (text)
     args: type[BaseModel] | None = None  # arguments when called as a tool
     max_steps: int = Field(default=10, ge=1)  # bound on the nested loop as a tool
+    # A typed answer (definitions/output.py): the type as given, its spec, how to ask, corrections allowed
+    output: Any = None  # any type a pydantic TypeAdapter takes
+    output_mode: OutputMode | None = None  # None: the provider's default (output.default_mode)
+    output_retries: int = Field(default=1, ge=0)
+
+    @functools.cached_property
+    def output_spec(self) -> OutputSpec | None:
+        """The output type's schema and reader, made once (a TypeAdapter costs a millisecond)."""
+        from orchestrator.definitions.output import OutputSpec
+
+        return OutputSpec.of(self.output) if self.output is not None else None
+
     needs_approval: NeedsApproval = False  # when called as a tool
     approval_timeout: float | None = Field(default=None, gt=0)
 
@@ -341,12 +356,17 @@ def define_prompt(
     env: Mapping[str, str] | None = None,
     args: type[BaseModel] | None = None,
     max_steps: int = 10,
+    output: object = None,
+    output_mode: OutputMode | None = None,
+    output_retries: int = 1,
     needs_approval: NeedsApproval = False,
     approval_timeout: float | None = None,
 ) -> PromptDefinition:
     """Define a prompt: a system prompt, a model alias and the tools it may call.
 
-    Every prompt is callable as a tool, so `tool_description` is required.
+    Every prompt is callable as a tool, so `tool_description` is required. With `output` (a pydantic
+    model, or any type a `TypeAdapter` takes) its final answer is that type, validated, and sent back
+    to the model up to `output_retries` times when it is not; `output_mode` is how it is asked for.
     """
     problems = _Problems("define_prompt")
     with problems.check("tool_description"):
@@ -360,6 +380,14 @@ def define_prompt(
             from orchestrator.definitions.arg_types import check_args_model
 
             check_args_model(args)
+    with problems.check("output"):
+        if output is not None:
+            from orchestrator.definitions.output import check_output
+
+            check_output(output)
+    with problems.check("output_mode"):
+        if output_mode is not None and output_mode not in OUTPUT_MODES:
+            raise DefinitionError(f"define_prompt: 'output_mode' must be one of {OUTPUT_MODES}, got {output_mode!r}")
     return problems.build(
         PromptDefinition,
         prompt=prompt,
@@ -370,6 +398,9 @@ def define_prompt(
         env=_mapping(env),
         args=args or MessageArgs,
         max_steps=max_steps,
+        output=output if "output" not in problems.fields else None,
+        output_mode=output_mode if "output_mode" not in problems.fields else None,
+        output_retries=output_retries,
         needs_approval=needs_approval,
         approval_timeout=approval_timeout,
     )

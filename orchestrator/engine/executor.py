@@ -27,7 +27,7 @@ import structlog
 
 from orchestrator.core import tracing
 from orchestrator.core.event_payloads import DeltaName, TurnEndReason
-from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult
+from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult, OutputFailed, any_result
 from orchestrator.core.messages import (
     ExecutionSnapshot,
     Message,
@@ -42,7 +42,7 @@ from orchestrator.core.results import ToolResult
 from orchestrator.core.waiting import Decision, WaitingCallError, WaitingKind, awaiting_reason
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side
 from orchestrator.definitions.thread_state import ExecutionState
-from orchestrator.engine import gc_policy
+from orchestrator.engine import gc_policy, typed_output
 from orchestrator.engine.answers import answer_message, provider_family, with_unique_call_ids
 from orchestrator.engine.dispatch import Aborted, Dispatcher, NestedTarget, StepTools
 from orchestrator.engine.hooks import ToolCallStart
@@ -139,7 +139,7 @@ async def _no_nested(*_: object) -> ToolResult:
 
 
 def _check_waiting(thread: ThreadRecord, resume: bool) -> None:
-    if resume and thread.status != "waiting":
+    if resume and thread.status not in ("waiting", "running"):  # running: a resume that crashed, taken up again
         raise NotWaitingError(f"thread {thread.id} is not waiting (it is {thread.status})")
     if not resume and thread.status == "waiting":
         raise WaitingCallError(
@@ -207,6 +207,9 @@ class _Execution:
         except ProviderError as exc:
             if self.execution.lease_lost is None:
                 return await self._fail(exc)
+        except typed_output.OutputProblem as exc:
+            if self.execution.lease_lost is None:
+                return await self._fail_output(exc)
         if self.execution.lease_lost is not None:  # nothing more may be written: whoever takes the thread resumes it
             raise StaleLeaseError(self.execution.lease_lost)
         return await self._finish()
@@ -280,6 +283,13 @@ class _Execution:
     # -- step: one model answer and its tool calls ----------------------------
     async def step(self, side: SideName, prompt: PromptDefinition) -> _Outcome:
         assistant = await self.answer(side, prompt, self.state, self.execution.message_history)
+        if prompt.output_spec is not None and not assistant.tool_calls:  # a typed answer: valid, or corrected
+            assistant = await typed_output.settle(
+                prompt,
+                assistant,
+                again=lambda: self.answer(side, prompt, self.state, self.execution.message_history),
+                store=self._store_one,
+            )
         _, toolset = await self.toolset(prompt)
         await self.dispatch(side, toolset, assistant.tool_calls or [], depth=0)
         return _Outcome(called={c.name for c in assistant.tool_calls or []})
@@ -302,6 +312,7 @@ class _Execution:
         info, toolset = await self.toolset(prompt)
         history = list(history)  # one snapshot per request
         system = render_prompt(prompt.prompt, {**prompt.variables, **self.thread.arguments, **(arguments or {})})
+        system += typed_output.system_note(prompt, info)
         attachments = await self._image_data(history) if info.supports_images else {}
         messages = side_view(
             side,
@@ -320,6 +331,7 @@ class _Execution:
         self._add_usage(end)
         if parent_call is not None:
             assistant.metadata["parent_call"] = parent_call
+        typed_output.read_answer(prompt, info, assistant)
         self.thread.execution = self.snapshot
         [stored] = await self.services.store_messages(state, [assistant], thread=self.thread)
         self._log_step(side, info, end, started)
@@ -504,6 +516,7 @@ class _Execution:
             if mcp is not None:
                 await mcp.prepare(prompt.tools)  # starts the MCP servers the prompt names, on first use
             toolset = build_toolset(prompt.tools, self.services.definitions, info.dialect, info.provider_type, mcp)
+            typed_output.add_to_toolset(toolset, prompt, info)
             cache[key] = (info, toolset)
         return cache[key]
 
@@ -590,12 +603,34 @@ class _Execution:
         await self._save(status="failed")
         raise ExecutionFailed(str(exc), await self._result()) from exc
 
+    async def _store_one(self, message: Message) -> None:
+        await self.services.store_messages(self.state, [message])
+
+    async def _fail_output(self, exc: typed_output.OutputProblem) -> ExecutionResult:
+        """A typed answer that could not be had: the execution fails, naming the prompt and the fields."""
+        self.snapshot.end(self.snapshot.current_side, "output_failed")
+        self.publish(
+            "execution_failed", {"flow_id": self.snapshot.flow_id, "error": str(exc), "provider": None, "status": None}
+        )
+        await self._save(status="failed")
+        result = await self._result()
+        raise OutputFailed(str(exc), result, prompt=exc.prompt, kind=exc.kind, fields=exc.fields) from exc
+
+    def _output(self, new: list[Message]) -> object:
+        """The last AI answer's text, or its typed value when its prompt has an output type."""
+        answer = next((m for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        if answer is None or answer.side is None:
+            return None
+        prompt = self.services.definitions.prompts.get(self._side(answer.side).prompt)
+        typed, value = typed_output.output_value(prompt.output_spec if prompt else None, answer)
+        return value if typed else answer.content
+
     async def _result(self) -> ExecutionResult:
         snapshot = self.snapshot
         new = [m for m in self.execution.message_history if m.seq > self.first_seq]
-        output = next((m.content for m in reversed(new) if m.role == "assistant" and m.content and m.depth == 0), None)
+        output = self._output(new)
         last = next((m for m in reversed(new) if m.role == "assistant" and m.depth == 0 and m.finish), None)
-        return ExecutionResult(
+        return any_result(
             finish=last.finish if last else None,
             truncated=last is not None and last.finish == "length",
             refusal=last.refusal if last else None,

@@ -73,6 +73,8 @@ def side_view(
             continue  # shown right after the call they answer
         if message.side is None or message.side == side:
             out.extend(_own(message, context))
+        elif message.metadata.get("output_correction"):
+            continue  # a typed answer's correction is between the model and its side (engine/typed_output.py)
         elif message.content and message.role in ("assistant", "user"):
             out.append({"role": "user", "content": message.content})
     if not any(m["role"] == "user" for m in out):

@@ -61,6 +61,25 @@ def eval_group() -> None:
     help="Folder for SUITE.json and SUITE.junit.xml.",
 )
 @click.option("--fail-under", type=click.FloatRange(0, 1), help="Exit 1 when the suite's pass^k is below this.")
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the intervals shown around every rate.",
+)
+@click.option(
+    "--target-width",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="Add runs (live or scripted) until every scenario's pass-rate interval is at most this wide, e.g. 0.1.",
+)
+@click.option(
+    "--max-runs",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="With --target-width: the most runs of one scenario.",
+)
 def run_command(
     suite_path: Path,
     only: tuple[str, ...],
@@ -72,6 +91,9 @@ def run_command(
     db: str | None,
     out: Path,
     fail_under: float | None,
+    confidence: float,
+    target_width: float | None,
+    max_runs: int,
 ) -> None:
     """Run every scenario of SUITE k times, print the pass^k table, write JSON and JUnit reports."""
     from orchestrator.eval.report import build_report, junit_xml, markdown, write_json
@@ -80,6 +102,8 @@ def run_command(
 
     if live and scripted:
         raise click.UsageError("--live and --scripted are exclusive")
+    if target_width is not None and not (live or scripted):
+        raise click.UsageError("--target-width adds runs: it needs --live or --scripted (a replay has its recordings)")
     try:
         suite = load_suite(suite_path).with_runs(k, concurrency)
         source = _source(suite, live, scripted, cassettes)
@@ -90,10 +114,12 @@ def run_command(
     with _Progress(planned) as progress:
         evaluator.on_run = progress.advance
         try:
-            result = asyncio.run(evaluator.run(only))
+            result = asyncio.run(
+                evaluator.run(only, target_width=target_width, most_runs=max_runs, confidence=confidence)
+            )
         except Exception as exc:  # a setup problem (storage, a missing cassette): one line, not a traceback
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    report = build_report(result)
+    report = build_report(result, confidence)
     _show(markdown(report))
     out.mkdir(parents=True, exist_ok=True)
     write_json(report, out / f"{suite.name}.json")
@@ -159,6 +185,8 @@ class _Progress:
 
     def advance(self, run: RunOutcome) -> None:
         self._done += 1
+        if self._done > (self._progress.tasks[0].total or 0):  # --target-width added runs
+            self._progress.update(self._task, total=self._done)
         self._passed += run.passed
         self._tokens += run.input_tokens + run.output_tokens
         self._cost += run.cost
@@ -228,13 +256,32 @@ def replay_command(cassette: Path, suite_path: Path | None, db: str | None) -> N
 @eval_group.command("compare")
 @click.argument("first", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("second", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def compare_command(first: Path, second: Path) -> None:
-    """Show what changed between two eval reports (JSON), scenario by scenario."""
-    from orchestrator.eval.compare import compare_markdown
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the test and the interval of the difference.",
+)
+@click.option(
+    "--fail-if",
+    "fail_if",
+    type=click.Choice(["worse", "not-better"]),
+    help="Exit 1 when SECOND is worse than FIRST (or not better) at pass^1 or pass^k, beyond chance.",
+)
+def compare_command(first: Path, second: Path, confidence: float, fail_if: str | None) -> None:
+    """Show what changed between two eval reports (JSON), scenario by scenario, and whether it is real."""
+    from orchestrator.eval.compare import compare_markdown, differences
     from orchestrator.eval.report import load_report
 
     try:
         a, b = load_report(first), load_report(second)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    _show(compare_markdown(a, b, (first.name, second.name)))
+    found = differences(a, b, confidence)
+    _show(compare_markdown(a, b, (first.name, second.name), confidence, found))
+    verdicts = {d.verdict for d in found}
+    if fail_if == "worse" and "worse" in verdicts:
+        raise click.ClickException(f"{second.name} is worse than {first.name} (--fail-if worse)")
+    if fail_if == "not-better" and ("better" not in verdicts or "worse" in verdicts):
+        raise click.ClickException(f"{second.name} is not better than {first.name} (--fail-if not-better)")

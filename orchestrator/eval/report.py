@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from orchestrator.eval.runner import EvalRun, RunOutcome
 from orchestrator.eval.scoring import ScenarioScore, Score, score
+from orchestrator.eval.stats import DEFAULT_CONFIDENCE, Interval
 
 __all__ = ["Report", "build_report", "junit_xml", "load_report", "markdown", "replay_command", "write_json"]
 
@@ -25,8 +26,9 @@ class Report(BaseModel):
     score: Score
 
 
-def build_report(result: EvalRun) -> Report:
-    return Report(eval=result, score=score(result))
+def build_report(result: EvalRun, confidence: float = DEFAULT_CONFIDENCE) -> Report:
+    """The runs and their score, each rate with its interval at `confidence` (e.g. 0.95)."""
+    return Report(eval=result, score=score(result, confidence))
 
 
 def load_report(path: str | Path) -> Report:
@@ -46,6 +48,13 @@ def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
+def _range(interval: Interval | None) -> str:
+    """`[52–88%]`: the interval of a rate, shown next to it."""
+    if interval is None:
+        return ""
+    return f" [{interval.low * 100:.0f}–{interval.high * 100:.0f}%]"
+
+
 def _escape(cell: str) -> str:
     """A table cell's own pipes (a regex check's label) must not split it."""
     return cell.replace("|", "\\|").replace("\n", " ")
@@ -53,34 +62,78 @@ def _escape(cell: str) -> str:
 
 def markdown(report: Report) -> str:
     s, run = report.score, report.eval
-    ks = list(range(1, max((x.runs for x in s.scenarios), default=0) + 1))
-    head = ["scenario", "runs", "passed", *[f"pass^{k}" for k in ks], "failing checks", "tokens", "cost", "time"]
+    most = max((x.runs for x in s.scenarios), default=0)
+    # pass^1..5 and the suite's k: a column per k of 20 runs would bury the table (the JSON has every k)
+    ks = sorted(k for k in {1, 2, 3, 4, 5, s.k} if 1 <= k <= most)
+    level = f"{s.confidence * 100:g}%"
+    hat_heads = [f"pass^{k}" + (f" [{level} interval]" if k == 1 else "") for k in ks]
+    head = ["scenario", "runs", "passed", *hat_heads, "flips"]
+    head += ["failing checks", "tokens", "cost", "time"]
     head += ["steps", "turns"]
     rows = [_scenario_row(x, ks) for x in s.scenarios]
-    overall = [_pct(s.pass_hat[k]) if k in s.pass_hat else "" for k in ks]
+    overall = [_pct(s.pass_hat[k]) + _range(s.intervals.get(k)) if k in s.pass_hat else "" for k in ks]
     tokens = str(s.input_tokens + s.output_tokens)
-    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "", tokens, f"${s.cost:.4f}"])
+    rows.append(["**overall**", str(s.runs), f"{s.passed}/{s.runs}", *overall, "", "", tokens, f"${s.cost:.4f}"])
     rows[-1] += [f"{s.seconds:.1f}s", "", ""]
     models = f", models {', '.join(f'{k}={v}' for k, v in run.models.items())}" if run.models else ""
     lines = [f"## Eval `{run.suite}`: agent `{run.agent}`, {run.source}{models}", ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_escape(cell) for cell in r) + " |" for r in rows]
-    lines += ["", f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**" if s.k else "**no runs**"]
+    lines += ["", _headline(s)]
+    lines += _reliability(s) + _width_note(report)
     if s.stopped_on_budget:
         lines.append(f"Stopped on budget: {s.skipped} run(s) not started.")
     return "\n".join(lines + _failed_runs(run)) + "\n"
+
+
+def _headline(s: Score) -> str:
+    if not s.k:
+        return "**no runs**"
+    interval = s.intervals.get(s.k)
+    if interval is None:
+        return f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**"
+    return (
+        f"**pass^{s.k} = {_pct(s.pass_hat[s.k])}**, {s.confidence * 100:g}% interval "
+        f"{_pct(interval.low)}–{_pct(interval.high)} ({interval.method})"
+    )
+
+
+def _reliability(s: Score) -> list[str]:
+    """Which scenarios fail every time (a bug to fix) and which are flaky (pass^k pays for them)."""
+    lines = []
+    if s.failing:
+        lines.append(f"Fails every time: {', '.join(f'`{x}`' for x in s.failing)}.")
+    flaky = [x for x in s.scenarios if x.status == "flaky"]
+    if flaky:
+        shown = ", ".join(f"`{x.id}` ({x.passed}/{x.runs}, flips {_pct(x.flip_rate)})" for x in flaky)
+        lines.append(f"Flaky (passed and failed in this eval): {shown}.")
+    return [""] + lines if lines else []
+
+
+def _width_note(report: Report) -> list[str]:
+    """With --target-width: whether every scenario's interval got that narrow, and which did not."""
+    width = report.eval.target_width
+    if width is None:
+        return []
+    wide = [x for x in report.score.scenarios if x.interval is not None and x.interval.width > width]
+    if not wide:
+        return ["", f"Runs were added until every scenario's interval was at most {width * 100:g} points wide."]
+    shown = ", ".join(f"`{x.id}` ({x.interval.width * 100:.0f} points, {x.runs} runs)" for x in wide if x.interval)
+    why = "the budget was spent" if report.score.stopped_on_budget else "--max-runs was reached"
+    return ["", f"Target width {width * 100:g} points not reached ({why}): {shown}."]
 
 
 def _scenario_row(x: ScenarioScore, ks: list[int]) -> list[str]:
     failing = "; ".join(f"{label} ×{n}" for label, n in sorted(x.check_failures.items())) or "-"
     if x.errors:
         failing = f"errors ×{x.errors}; {failing}" if failing != "-" else f"errors ×{x.errors}"
-    hats = [_pct(x.pass_hat[k]) if k in x.pass_hat else "" for k in ks]
+    hats = [_pct(x.pass_hat[k]) + (_range(x.interval) if k == 1 else "") if k in x.pass_hat else "" for k in ks]
     return [
         x.id,
         str(x.runs),
         f"{x.passed}/{x.runs}",
         *hats,
+        _pct(x.flip_rate) if x.status == "flaky" else "-",
         failing,
         str(x.input_tokens + x.output_tokens),
         f"${x.cost:.4f}",
@@ -114,6 +167,7 @@ def junit_xml(report: Report) -> str:
         skipped=str(report.eval.skipped),
         time=f"{report.eval.seconds:.3f}",
     )
+    _junit_properties(suite, report.score)
     for r in sorted(runs, key=lambda r: (r.scenario, r.index)):
         case = ET.SubElement(
             suite,
@@ -132,6 +186,22 @@ def junit_xml(report: Report) -> str:
         ET.SubElement(case, "skipped", message=f"{report.eval.skipped} run(s) not started: budget spent")
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _junit_properties(suite: ET.Element, s: Score) -> None:
+    """The suite's rates and intervals as JUnit properties (CI dashboards show them next to the runs)."""
+    properties = ET.SubElement(suite, "properties")
+
+    def put(name: str, value: str) -> None:
+        ET.SubElement(properties, "property", name=name, value=value)
+
+    put("confidence", f"{s.confidence:g}")
+    for k, interval in sorted(s.intervals.items()):
+        put(f"pass^{k}", f"{s.pass_hat[k]:.4f}")
+        put(f"pass^{k}.low", f"{interval.low:.4f}")
+        put(f"pass^{k}.high", f"{interval.high:.4f}")
+    put("flaky", ",".join(s.flaky))
+    put("fails_every_time", ",".join(s.failing))
 
 
 def write_json(report: Report, path: str | Path) -> None:

@@ -33,6 +33,7 @@ from orchestrator.engine.views import render_prompt
 from orchestrator.eval.approvals import decide_waiting
 from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system
 from orchestrator.eval.sources import ModelSource, cassette_path
+from orchestrator.eval.stats import DEFAULT_CONFIDENCE, runs_for_width, wilson
 from orchestrator.eval.suite import JudgeCheck, Scenario, Suite
 from orchestrator.eval.traffic import RunTraffic, routing, traffic_of
 from orchestrator.runtime import Runtime, Thread
@@ -71,6 +72,7 @@ class EvalRun(BaseModel):
     skipped: int = 0  # runs not started because the budget was spent
     stopped_on_budget: bool = False
     seconds: float = 0.0
+    target_width: float | None = None  # --target-width: runs were added until intervals were this narrow
 
 
 class Evaluator:
@@ -98,7 +100,16 @@ class Evaluator:
         self.tokens = 0
         self.cost = 0.0
 
-    async def run(self, only: Sequence[str] = ()) -> EvalRun:
+    async def run(
+        self,
+        only: Sequence[str] = (),
+        *,
+        target_width: float | None = None,
+        most_runs: int = 100,
+        confidence: float = DEFAULT_CONFIDENCE,
+    ) -> EvalRun:
+        """Every scenario k times; with `target_width`, then more runs for each scenario whose pass rate's
+        interval is still wider than that, until none is, a scenario has `most_runs`, or the budget is spent."""
         scenarios = [s for s in self.suite.scenarios if not only or s.id in only]
         unknown = set(only) - {s.id for s in scenarios}
         if unknown:
@@ -109,10 +120,36 @@ class Evaluator:
             for s in scenarios
             if i <= self.suite.k_for(s)
         ]
+        skipped: list[tuple[str, int]] = []
+        results: list[RunOutcome] = []
+        started = self._clock()
+        async with self.runtime:
+            with routing(), self._stand_in_keys():
+                while plan:
+                    results += await self._run_plan(plan, skipped)
+                    if target_width is None or skipped:
+                        break
+                    plan = _more_runs(scenarios, results, target_width, most_runs, confidence)
+        asked = {s.id: self.suite.k_for(s) for s in scenarios}
+        for outcome in results:
+            asked[outcome.scenario] = max(asked[outcome.scenario], outcome.index)
+        return EvalRun(
+            suite=str(self.suite.path),
+            agent=self.suite.agent,
+            source=self.source.label,
+            models={str(side): alias for side, alias in self.suite.defaults.models.items()},
+            k=asked,
+            runs=results,
+            skipped=len(skipped),
+            stopped_on_budget=bool(skipped),
+            seconds=round(self._clock() - started, 3),
+            target_width=target_width,
+        )
+
+    async def _run_plan(self, plan: Sequence[tuple[Scenario, int]], skipped: list[tuple[str, int]]) -> list[RunOutcome]:
+        """These runs, at most `concurrency` at once; one not started because the budget is spent goes to `skipped`."""
         gate = asyncio.Semaphore(self.suite.defaults.concurrency)
         budget = self.suite.defaults.budget
-        skipped: list[tuple[str, int]] = []
-        started = self._clock()
 
         async def guarded(scenario: Scenario, index: int) -> RunOutcome | None:
             async with gate:
@@ -126,20 +163,8 @@ class Evaluator:
                     self.on_run(outcome)
                 return outcome
 
-        async with self.runtime:
-            with routing(), self._stand_in_keys():
-                results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
-        return EvalRun(
-            suite=str(self.suite.path),
-            agent=self.suite.agent,
-            source=self.source.label,
-            models={str(side): alias for side, alias in self.suite.defaults.models.items()},
-            k={s.id: self.suite.k_for(s) for s in scenarios},
-            runs=[r for r in results if r is not None],
-            skipped=len(skipped),
-            stopped_on_budget=bool(skipped),
-            seconds=round(self._clock() - started, 3),
-        )
+        results = await asyncio.gather(*(guarded(s, i) for s, i in plan))
+        return [r for r in results if r is not None]
 
     async def run_single(self, scenario_id: str, index: int) -> tuple[RunOutcome, list[dict[str, object]]]:
         """One run on its own (e.g. a replay), with the transcript it produced."""
@@ -242,6 +267,24 @@ class Evaluator:
             if isinstance(check, JudgeCheck):
                 voices[judge_system(check)] = "judge"
         return voices
+
+
+def _more_runs(
+    scenarios: Sequence[Scenario], results: Sequence[RunOutcome], width: float, most: int, confidence: float
+) -> list[tuple[Scenario, int]]:
+    """The next runs for `--target-width`: for each scenario whose interval is still too wide, as many
+    as Wilson's formula says the width needs at the rate seen so far, at most as many again as it has
+    (the rate seen after a few runs is rough), never past `most`."""
+    plan = []
+    for scenario in scenarios:
+        mine = [r for r in results if r.scenario == scenario.id]
+        n, c = len(mine), sum(r.passed for r in mine)
+        if not n or n >= most or wilson(c, n, confidence).width <= width:
+            continue
+        more = min(max(runs_for_width(c / n, width, confidence, most) - n, 1), n, most - n)
+        start = max(r.index for r in mine)
+        plan += [(scenario, start + i) for i in range(1, more + 1)]
+    return sorted(plan, key=lambda item: item[1])
 
 
 def _adjusted(definitions: Definitions, suite: Suite) -> Definitions:

@@ -18,8 +18,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from orchestrator.runtime import Runtime
+from orchestrator.server import agui, files, routes, waiting_routes, ws
 from orchestrator.server import docs as api_docs
-from orchestrator.server import files, routes, waiting_routes, ws
 from orchestrator.server.auth import Authenticator, load_tokens
 from orchestrator.server.errors import install_error_handlers
 from orchestrator.server.guard import SiteGuard
@@ -78,6 +78,7 @@ def create_app(
     app.include_router(routes.router)
     app.include_router(ws.router)
     app.include_router(files.router)
+    app.include_router(agui.router)  # AG-UI frontends (the agui extra)
     app.include_router(waiting_routes.router)
     if docs:
         app.include_router(api_docs.router)

@@ -134,6 +134,11 @@ class QueuedRuns(Runs):
             raise QueuedRequestFailed(outcome.code or "not_served", outcome.error or "the request was not served")
         return await self._result(thread.id, outcome.flow_id)
 
+    async def submit_resume(self, thread: Thread) -> None:
+        """Queue the resume of a thread whose waiting calls are decided (the decisions are stored already)."""
+        await self._runtime.services.bus.flush(thread.id)  # the decisions' events first: the worker numbers on
+        await self.requests.submit(thread.id, None, last_flow=await self._last_flow(thread.id), resume=True)
+
     async def request_stop(self, thread: Thread, reason: str = "stopped by user") -> bool:
         """True when the thread has requests (running or queued) the stop now applies to."""
         delivered = await self.requests.stop(thread.id, reason)

@@ -9,22 +9,20 @@
 The same rights as the thread: a caller who may not see it gets the thread's 404. A decision that cannot
 apply (unknown call, decided already, the wrong kind, edited arguments that break the tool's schema) is a
 409 naming the call; nothing is stored. The decision that leaves no call open resumes the thread in the
-background (`resumed: true`); clients follow it on the WebSocket like any execution.
+background (`resumed: true`), here or, with Temporal workers, as a resume request to the thread's workflow; clients
+follow it on the WebSocket like any execution.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.core.results import ToolResult
-from orchestrator.core.waiting import WaitingArgumentsError, WaitingCall, WaitingCallError
-from orchestrator.runtime import ExecutionResult, Thread
-from orchestrator.server.auth import Principal
+from orchestrator.core.waiting import Decision, WaitingArgumentsError, WaitingCall, WaitingCallError
+from orchestrator.runtime import Thread
 from orchestrator.server.errors import ApiError, error_responses
 from orchestrator.server.routes import ServerState, Srv, ThreadId, Who, find_thread
 from orchestrator.server.runs import QueuedRuns
@@ -80,56 +78,56 @@ async def list_waiting(
     all: Annotated[bool, Query(description="Decided calls too")] = False,
 ) -> WaitingList:
     thread = await find_thread(srv, who, thread_id)
-    calls = await thread.waiting_calls(include_decided=all)
+    if await srv.runtime.waiting.expire_thread(thread.id):  # overdue approvals rejected: it may go on now
+        await _resume(srv, thread)
+    calls = await srv.runtime.waiting.calls(thread.id, open_only=not all)
     return WaitingList(thread_id=thread.id, calls=calls)
 
 
 @router.post("/threads/{thread_id}/calls/{call_id}/approve", response_model=Decided, responses=_DECIDE)
 async def approve(thread_id: ThreadId, call_id: CallId, body: Approve, srv: Srv, who: Who) -> Decided:
-    thread = await _decidable(srv, who, thread_id)
-    return await _decided(thread, call_id, thread.approve(call_id, body.arguments))
+    thread = await find_thread(srv, who, thread_id)
+    return await _decide(srv, thread, call_id, Decision(kind="approved", arguments=body.arguments))
 
 
 @router.post("/threads/{thread_id}/calls/{call_id}/reject", response_model=Decided, responses=_DECIDE)
 async def reject(thread_id: ThreadId, call_id: CallId, body: Reject, srv: Srv, who: Who) -> Decided:
-    thread = await _decidable(srv, who, thread_id)
-    return await _decided(thread, call_id, thread.reject(call_id, body.reason))
+    thread = await find_thread(srv, who, thread_id)
+    return await _decide(srv, thread, call_id, Decision(kind="rejected", reason=body.reason))
 
 
 @router.post("/threads/{thread_id}/calls/{call_id}/result", response_model=Decided, responses=_DECIDE)
 async def submit_result(thread_id: ThreadId, call_id: CallId, body: SubmitResult, srv: Srv, who: Who) -> Decided:
-    thread = await _decidable(srv, who, thread_id)
+    thread = await find_thread(srv, who, thread_id)
     result = ToolResult(status=body.status, result=body.result, error=body.error)
-    return await _decided(thread, call_id, thread.submit_result(call_id, result))
+    return await _decide(srv, thread, call_id, Decision(kind="result", result=result))
 
 
 @router.post("/threads/{thread_id}/calls/{call_id}/answer", response_model=Decided, responses=_DECIDE)
 async def answer(thread_id: ThreadId, call_id: CallId, body: Answer, srv: Srv, who: Who) -> Decided:
-    thread = await _decidable(srv, who, thread_id)
-    return await _decided(thread, call_id, thread.answer(call_id, body.answer))
-
-
-async def _decidable(srv: ServerState, who: Principal, thread_id: str) -> Thread:
     thread = await find_thread(srv, who, thread_id)
-    if isinstance(srv.runs, QueuedRuns):  # the resume would run here, not on a worker
-        raise ApiError(
-            501,
-            "not_supported",
-            "decisions on waiting calls are not served with Temporal workers yet",
-            "path.thread_id",
-        )
-    return thread
+    return await _decide(srv, thread, call_id, Decision(kind="answer", answer=body.answer))
 
 
-async def _decided(
-    thread: Thread, call_id: str, deciding: Coroutine[Any, Any, asyncio.Task[ExecutionResult] | None]
-) -> Decided:
+async def _decide(srv: ServerState, thread: Thread, call_id: str, decision: Decision) -> Decided:
     try:
-        task = await deciding
+        settled = await srv.runtime.waiting.decide(thread.id, call_id, decision)
     except WaitingArgumentsError as exc:
         raise ApiError(422, "invalid_arguments", str(exc), "body.arguments") from None
     except WaitingCallError as exc:
         raise ApiError(409, "not_waiting", str(exc), "path.call_id") from None
-    except (TypeError, ValueError) as exc:
-        raise ApiError(422, "invalid_decision", str(exc), "body") from None
-    return Decided(thread_id=thread.id, call_id=call_id, resumed=task is not None)
+    resumed = await _resume(srv, thread) if settled else False
+    return Decided(thread_id=thread.id, call_id=call_id, resumed=resumed)
+
+
+async def _resume(srv: ServerState, thread: Thread) -> bool:
+    """Go on with the thread: here, or on a Temporal worker (a resume request to its workflow)."""
+    if isinstance(srv.runs, QueuedRuns):
+        from orchestrator.temporal import TemporalUnavailable
+
+        try:
+            await srv.runs.submit_resume(thread)
+        except TemporalUnavailable as exc:  # decided and stored: a later decision or GET .../waiting retries
+            raise ApiError(503, "queue_unavailable", f"decided, but the resume was not queued: {exc}") from None
+        return True
+    return await thread.resume() is not None

@@ -29,6 +29,8 @@ THREAD_COLUMNS = (
     "usage",
     "created_at",
     "updated_at",
+    "forked_from",
+    "forked_at",
 )
 _THREAD_JSON = frozenset({"arguments", "execution", "usage"})
 
@@ -51,6 +53,7 @@ MESSAGE_COLUMNS = (
     "metadata",
     "created_at",
     "updated_at",
+    "superseded",
 )
 _MESSAGE_JSON = frozenset({"tool_calls", "attachments", "provider_blocks", "metadata"})
 
@@ -117,6 +120,7 @@ def message_to_row(message: Message) -> tuple[Any, ...]:
 def message_from_row(row: Row) -> Message:
     data = _from_row(row, MESSAGE_COLUMNS, _MESSAGE_JSON)
     data["silent"] = bool(data["silent"])
+    data["superseded"] = bool(data["superseded"])
     metadata = data.get("metadata")
     if isinstance(metadata, dict) and _ANSWER_KEY in metadata:
         data.update(metadata.pop(_ANSWER_KEY))

@@ -15,11 +15,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.core.messages import EnvType, EnvValue, Event, Message, MessageEvents, MessagesResult, ThreadRecord
 from orchestrator.core.results import AttachmentRef
 from orchestrator.core.waiting import Decision, WaitingCall
+
+if TYPE_CHECKING:
+    from orchestrator.storage.history import Outline
 
 
 class StorageError(Exception):
@@ -145,6 +148,7 @@ class Storage(ABC):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult: ...
 
     @abstractmethod
@@ -225,6 +229,23 @@ class Storage(ABC):
 
     @abstractmethod
     async def release_lease(self, lease: Lease) -> None: ...
+
+    # -- time travel (storage/history.py) ------------------------------------
+    async def message_outline(self, thread_id: str) -> list[Outline]:
+        """The thread's messages (not superseded) without their content: where each sits in a step."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep a thread's history (fork, rewind)")
+
+    async def fork_thread(self, source_id: str, at: int, fork: ThreadRecord, events: Sequence[Event] = ()) -> None:
+        """Store the new thread `fork` with `source_id`'s messages up to and including seq `at`, its key-value
+        store and env values as of `at`, and the files those messages refer to; `events` (the fork's first)
+        in the same transaction. Raises HistoryPointError for a point inside a step or no message's."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep a thread's history (fork, rewind)")
+
+    async def rewind_thread(self, thread: ThreadRecord, to: int, lease: Lease, events: Sequence[Event] = ()) -> int:
+        """Mark the messages, events and value writes after message `to` superseded, put the values back
+        as they were at `to`, and save `thread`; in one transaction fenced by `lease`. Returns how many
+        messages were superseded."""
+        raise NotImplementedError(f"{type(self).__name__} does not keep a thread's history (fork, rewind)")
 
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         """Take the lease, then read the thread, all its messages (silent ones too) and its last event seq.

@@ -25,6 +25,7 @@ from orchestrator.core.messages import EnvType, EnvValue, Event, Message, Messag
 from orchestrator.core.results import AttachmentRef
 from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.storage import _common as c
+from orchestrator.storage import _history_postgres as history
 from orchestrator.storage import waiting_store as w
 from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending
 from orchestrator.storage.base import (
@@ -36,6 +37,7 @@ from orchestrator.storage.base import (
     Storage,
     StorageError,
 )
+from orchestrator.storage.history import Outline
 
 if TYPE_CHECKING:
     import asyncpg
@@ -266,6 +268,7 @@ class PostgresStorage(Storage):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
         c.check_page(limit, offset)
         c.check_order(order)
@@ -274,6 +277,8 @@ class PostgresStorage(Storage):
         args: list[str | int] = [thread_id]
         if not include_silent:
             cond += " AND NOT silent"
+        if not include_superseded:  # rewound past (storage/history.py)
+            cond += " AND NOT superseded"
         if max_depth is not None:
             args.append(max_depth)
             cond += f" AND depth <= ${len(args)}"
@@ -453,6 +458,22 @@ class PostgresStorage(Storage):
         async with self._connection() as conn, conn.transaction():
             return await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
 
+    # -- time travel (storage/history.py) --------------------------------------
+
+    async def message_outline(self, thread_id: str) -> list[Outline]:
+        async with self._connection() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            return await history.outline(conn, thread_id)
+
+    async def fork_thread(self, source_id: str, at: int, fork: ThreadRecord, events: Sequence[Event] = ()) -> None:
+        rows = c.event_rows(fork.id, events, "fork events")
+        async with self._connection() as conn, conn.transaction():
+            await history.fork(conn, source_id, at, fork, rows)
+
+    async def rewind_thread(self, thread: ThreadRecord, to: int, lease: Lease, events: Sequence[Event] = ()) -> int:
+        rows = c.event_rows(thread.id, events, "rewind events")
+        async with self._connection() as conn, conn.transaction():
+            return await history.rewind(conn, thread, to, lease.token, rows)
+
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         """One connection and one transaction instead of three (each a round trip to the server)."""
         c.check_ttl(ttl)
@@ -467,7 +488,8 @@ class PostgresStorage(Storage):
         async with self._connection() as conn, conn.transaction():
             lease = await _acquire_lease(conn, thread_id, owner, ttl, self._clock())
             row = await conn.fetchrow("SELECT * FROM threads WHERE id = $1", thread_id)  # found by the lease above
-            rows = await conn.fetch(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 ORDER BY seq", thread_id)
+            sql = f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = $1 AND NOT superseded ORDER BY seq"
+            rows = await conn.fetch(sql, thread_id)
             last_event = await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = $1", thread_id)
         if row is None:
             raise c.thread_not_found(thread_id)

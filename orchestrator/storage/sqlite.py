@@ -30,6 +30,7 @@ from orchestrator.core.messages import EnvType, EnvValue, Event, Message, Messag
 from orchestrator.core.results import AttachmentRef
 from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.storage import _common as c
+from orchestrator.storage import _history_sqlite as history
 from orchestrator.storage import waiting_store as w
 from orchestrator.storage._migrations import Migration, check_sequence, load_migrations, pending, split_statements
 from orchestrator.storage._thread import Elsewhere, StorageThread
@@ -43,6 +44,7 @@ from orchestrator.storage.base import (
     Storage,
     StorageError,
 )
+from orchestrator.storage.history import Outline
 
 T = TypeVar("T")
 
@@ -239,10 +241,12 @@ class SQLiteStorage(Storage):
         order: Literal["asc", "desc"] = "asc",
         include_silent: bool = False,
         max_depth: int | None = None,
+        include_superseded: bool = False,
     ) -> MessagesResult:
         c.check_page(limit, offset)
         c.check_order(order)
-        return await self._run(_get_messages, thread_id, limit, offset, order, include_silent, max_depth)
+        shown = (include_silent, max_depth, include_superseded)
+        return await self._run(_get_messages, thread_id, limit, offset, order, *shown)
 
     async def get_message(self, thread_id: str, message_id: str) -> Message:
         return await self._run(_get_message, thread_id, message_id)
@@ -329,6 +333,18 @@ class SQLiteStorage(Storage):
 
     async def release_lease(self, lease: Lease) -> None:
         await self._run(_write_tx, _release_lease, lease)
+
+    # -- time travel (storage/history.py) --------------------------------------
+
+    async def message_outline(self, thread_id: str) -> list[Outline]:
+        return await self._run(history.outline, thread_id)
+
+    async def fork_thread(self, source_id: str, at: int, fork: ThreadRecord, events: Sequence[Event] = ()) -> None:
+        await self._run(_write_tx, history.fork, source_id, at, fork, c.event_rows(fork.id, events, "fork events"))
+
+    async def rewind_thread(self, thread: ThreadRecord, to: int, lease: Lease, events: Sequence[Event] = ()) -> int:
+        rows = c.event_rows(thread.id, events, "rewind events")
+        return await self._run(_write_tx, history.rewind, thread, to, lease.token, rows)
 
     async def begin_execution(self, thread_id: str, owner: str, ttl: float) -> ExecutionStart:
         c.check_ttl(ttl)
@@ -429,11 +445,14 @@ def _get_messages(
     order: str,
     include_silent: bool,
     max_depth: int | None,
+    include_superseded: bool,
 ) -> MessagesResult:
     where = ["thread_id = ?"]
     params: list[str | int] = [thread_id]
     if not include_silent:
         where.append("silent = 0")
+    if not include_superseded:  # rewound past (storage/history.py)
+        where.append("superseded = 0")
     if max_depth is not None:
         where.append("depth <= ?")
         params.append(max_depth)
@@ -600,7 +619,8 @@ def _renew_lease(conn: sqlite3.Connection, lease: Lease, ttl: float, now: float)
 
 def _begin_execution(conn: sqlite3.Connection, thread_id: str, owner: str, ttl: float, now: float) -> ExecutionStart:
     lease = _acquire_lease(conn, thread_id, owner, ttl, now)
-    rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)).fetchall()
+    sql = f"SELECT {_MSG_COLS} FROM messages WHERE thread_id = ? AND superseded = 0 ORDER BY seq"
+    rows = conn.execute(sql, (thread_id,)).fetchall()
     last_event = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE thread_id = ?", (thread_id,))
     history = [c.message_from_row(r) for r in rows]
     return ExecutionStart(lease, _get_thread(conn, thread_id), history, last_event.fetchone()[0])

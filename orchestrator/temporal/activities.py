@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.core import tracing
 from orchestrator.engine.executor import ExecutionFailed, execute
+from orchestrator.engine.waiting import NotWaitingError
 from orchestrator.storage import NotFoundError, StaleLeaseError, ThreadBusyError
 from orchestrator.temporal.workflow import (
     EXECUTE_ACTIVITY,
@@ -143,9 +144,13 @@ class ExecutionActivities:
             mine.append(self._started(given, judged, state))
 
         try:
-            result = (await execute(services, thread, person_message=person, on_start=started)).result
+            result = (
+                await execute(services, thread, person_message=person, on_start=started, resume_waiting=given.resume)
+            ).result
         except _ThreadMoved:
             return None
+        except NotWaitingError:  # resumed already (an earlier request served it): nothing runs twice
+            return _outcome(given.request_id, await services.storage.get_thread(given.thread_id))
         except ExecutionFailed as exc:
             record = await services.storage.get_thread(given.thread_id)
             return _outcome(given.request_id, record, error=str(exc), code="execution_failed")

@@ -78,10 +78,12 @@ class ThreadRequests:
             requests_per_run=self.options.requests_per_run,
         )
 
-    async def submit(self, thread_id: str, text: str | None, *, last_flow: str | None) -> str:
+    async def submit(self, thread_id: str, text: str | None, *, last_flow: str | None, resume: bool = False) -> str:
         """Queue a run (text None) or a person's message; returns the request id once stored.
-        `last_flow`: the thread's last execution as the caller sees it (used only if this starts the workflow)."""
-        request = Request(id=_request_id(), text=text, trace=tracing.carrier())
+        `last_flow`: the thread's last execution as the caller sees it (used only if this starts the workflow).
+        `resume`: the thread's waiting calls are decided, go on with it (a workflow waiting for this held
+        no activity while the thread waited)."""
+        request = Request(id=_request_id(), text=text, trace=tracing.carrier(), resume=resume)
         await self._signal_with_start(
             thread_id, last_flow, "submit", request, f"queue the request for thread {thread_id}"
         )

@@ -60,6 +60,7 @@ class Request:
     stop: str | None = None  # reason, once a stop was asked while this request was queued or running
     forced: str | None = None  # side to take the next turn ("a" or "b")
     trace: dict[str, str] = field(default_factory=dict)  # W3C trace context of the caller (tracing.carrier)
+    resume: bool = False  # go on with a thread whose waiting calls are all decided (engine/waiting.py)
 
 
 @dataclass
@@ -96,6 +97,7 @@ class ExecutionInput:
     stop: str | None = None
     forced: str | None = None
     trace: dict[str, str] = field(default_factory=dict)  # the request's trace context: its spans join that trace
+    resume: bool = False  # a waiting thread's calls were decided: resume it (NotWaitingError: nothing to do)
 
 
 @dataclass
@@ -164,6 +166,7 @@ class ThreadWorkflow:
                 request.stop,
                 request.forced,
                 request.trace,
+                request.resume,
             )
             try:
                 t = self._start.timeouts
