@@ -438,6 +438,10 @@ class Thread:
             if done is None:  # failed or cancelled: the record is what storage kept
                 self.record = await self._runtime.storage.get_thread(self.id)
         self.record = done.thread
+        if done.thread.status == "waiting" and self.agent.approver is not None:
+            resumed = await self._simulated_approvals(self.agent.approver)
+            if resumed is not None:
+                return await resumed
         if done.thread.status == "waiting" and not await self._runtime.waiting.calls(self.id):
             await self.resume(tools=tools)  # decided while the step's other calls ran, its resume refused: go on now
         return done.result
@@ -493,6 +497,20 @@ class Thread:
         if await self._runtime.waiting.decide(self.id, call_id, decision):
             return await self.resume(tools=tools)
         return None
+
+    async def _simulated_approvals(self, approver: str) -> asyncio.Task[ExecutionResult] | None:
+        """The agent's approver prompt decides each open approval (engine/approver.py); the resumed
+        execution's task once none is left open. Calls waiting for answers or results stay waiting."""
+        from orchestrator.engine.approver import ask_approver
+
+        prompt = self._runtime.services.definitions.prompts[approver]
+        resumed = None
+        for call in await self._runtime.waiting.calls(self.id):
+            if call.kind != "approval":
+                continue
+            decision = await ask_approver(self._runtime.services, prompt, call, self.record.arguments)
+            resumed = await self._decide(call.call_id, decision) or resumed
+        return resumed
 
     async def resume(self, *, tools: Sequence[ToolDefinition] = ()) -> asyncio.Task[ExecutionResult] | None:
         """Go on with a waiting thread whose calls are all decided, in the background (a decision does

@@ -132,3 +132,44 @@ def test_setuptools_reads_the_new_project(tmp_path: Path) -> None:
     requires = (tmp_path / "proj.egg-info" / "requires.txt").read_text()
     assert "orchestrator-runtime>=" in requires and "[test]\npytest>=8\npytest-asyncio>=0.24" in requires
     assert (tmp_path / "proj.egg-info" / "top_level.txt").read_text().strip() == ""
+
+
+def test_the_new_project_has_an_approved_tool_that_run_asks_for(tmp_path: Path) -> None:
+    """`weather_mail`'s send_forecast needs approval: piped, the line after the message decides; with no
+    line left the run ends at once (never a hang, never an approval nobody gave), the call waiting."""
+    project = tmp_path / "proj"
+    init_project(project)
+    assert "needs_approval=True" in (project / "agents" / "tools" / "send_forecast.py").read_text()
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        approved = CliRunner().invoke(main, ["run", "weather_mail", "--model", "test"], input="Mail me\ny\n")
+        left = CliRunner().invoke(main, ["run", "weather_mail", "--model", "test", "-m", "Mail me"], input="")
+    finally:
+        os.chdir(cwd)
+    assert approved.exit_code == 0, approved.output
+    assert "Approve? [y/n or a reason] y" in approved.output and "✓ send_forecast: forecast sent to" in approved.output
+    assert left.exit_code == 0, left.output
+    assert "no decision given (input ended)" in left.output and "Stopped: awaiting_approval" in left.output
+    assert "forecast sent to" not in left.output
+
+
+def test_the_new_projects_own_tests_pass(tmp_path: Path) -> None:
+    """The project's tests (the approval ones among them) pass with no key, as `pytest` runs them there."""
+    import subprocess
+    import sys
+
+    project = tmp_path / "proj"
+    init_project(project)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout

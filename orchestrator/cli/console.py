@@ -106,6 +106,16 @@ class ConsoleView:
         indent = "    " * data.get("depth", 0)
         self._line(f"{indent}        {'✓' if ok else '✗'} {data.get('name')}: {content}", "yellow" if ok else "red")
 
+    def _on_approval_requested(self, data: dict[str, Any]) -> None:
+        self._line(f"  ⏸ {data.get('tool')} waits for approval (call {data.get('call_id')})", "yellow")
+
+    def _on_approval_decided(self, data: dict[str, Any]) -> None:
+        reason = f": {data.get('reason')}" if data.get("reason") else ""
+        self._line(f"  ⏵ {data.get('tool')} {data.get('decision')}{reason}", "yellow")
+
+    def _on_question_asked(self, data: dict[str, Any]) -> None:
+        self._line(f"  ? {data.get('tool')} asks a question (call {data.get('call_id')})", "yellow")
+
     def _on_message_created(self, data: dict[str, Any]) -> None:
         if data.get("role") == "user" and data.get("side") == "b" and data.get("depth", 0) == 0 and not self._speaking:
             self._line(f"[B · person] {data.get('content')}", "bold green")

@@ -426,6 +426,7 @@ def run(
             read_stdin=not messages and not interactive and not replay_file,
             verbose=verbose,
             import_in_background=True,
+            decisions="tty" if sys.stdin is not None and sys.stdin.isatty() else "stdin",
         )
         asyncio.run(run_session(options))
     if record:
@@ -474,6 +475,7 @@ def replay(cassette: str, path: str, configs: tuple[str, ...], quiet: bool, show
         arguments=meta.get("arguments") or None,
         storage=":memory:",
         show=not quiet,
+        decisions="none",  # a replay asks nobody: a recorded wait stays waiting
     )
     from orchestrator.cli.errors import errors_as_messages
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.cli.asking import Asker, DecisionSource, settle_waiting
 from orchestrator.core.messages import Message
 from orchestrator.engine.executor import ExecutionResult
 from orchestrator.runtime import Runtime, Thread
@@ -45,6 +46,7 @@ class SessionOptions:
     read_stdin: bool = False  # each line of stdin is a person's message (ai_human); EOF ends
     verbose: bool = False  # show tools' stored tracebacks
     import_in_background: bool = False  # the CLI imports LiteLLM (and freezes the heap) in a thread of its own
+    decisions: DecisionSource = "stdin"  # where waiting calls are decided (cli/asking.py): tty, stdin or none
 
 
 class NothingToSend(ValueError):
@@ -139,11 +141,12 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
     view = ConsoleView(_side_names(thread), verbose=options.verbose) if options.show else None
     watcher = asyncio.create_task(_watch(thread, view)) if view else None
     result: ExecutionResult | None = None
+    asker = Asker.for_source(options.decisions)
     try:
         if thread.agent.type == "dual_ai":
-            result = await thread.run()
+            result = await settle_waiting(thread, await thread.run(), asker)
         else:
-            result = await _converse(thread, options, watcher)
+            result = await _converse(thread, options, watcher, asker)
     finally:
         if watcher is not None:
             await asyncio.sleep(0)
@@ -156,9 +159,10 @@ async def _drive(thread: Thread, options: SessionOptions) -> ExecutionResult | N
 
 
 async def _converse(
-    thread: Thread, options: SessionOptions, watcher: asyncio.Task[None] | None
+    thread: Thread, options: SessionOptions, watcher: asyncio.Task[None] | None, asker: Asker | None
 ) -> ExecutionResult | None:
-    """An ai_human session: the messages given, then stdin's lines or the prompt's, until EOF."""
+    """An ai_human session: the messages given, then stdin's lines or the prompt's, until EOF; after each,
+    the waiting calls are asked for (a thread left waiting takes no more messages)."""
     result: ExecutionResult | None = None
     sent = 0
 
@@ -168,15 +172,19 @@ async def _converse(
     for text in options.messages:
         if not output_open():
             return result
-        result = await thread.send(text)
+        result = await settle_waiting(thread, await thread.send(text), asker)
         sent += 1
+        if result.reason.startswith("awaiting_"):
+            return result
     while (options.interactive or options.read_stdin) and output_open():
         line = await asyncio.to_thread(_prompt if options.interactive else _stdin_line)
         if line is None or not output_open():
             break
         if line:
-            result = await thread.send(line)
+            result = await settle_waiting(thread, await thread.send(line), asker)
             sent += 1
+            if result.reason.startswith("awaiting_"):
+                return result
     if not sent and not options.interactive:
         raise NothingToSend(
             f"agent {thread.record.agent_id!r} is ai_human and waits for a person's message: "

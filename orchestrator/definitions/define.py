@@ -222,6 +222,7 @@ class AgentDefinition(_Definition):
     args: builtins.type[BaseModel] | None = None  # creation arguments when called as a tool ("type" is a field here)
     env: dict[str, str] = Field(default_factory=dict)
     title: str | None = None
+    approver: str | None = None  # dual_ai: the prompt that decides the calls waiting for approval (simulated person)
 
 
 class HookDefinition(_Definition):
@@ -421,9 +422,19 @@ def define_agent(
     args: type[BaseModel] | None = None,
     env: Mapping[str, str] | None = None,
     title: str | None = None,
+    approver: str | None = None,
 ) -> AgentDefinition:
-    """Define an agent: `ai_human` (side b is a person) or `dual_ai` (both AI)."""
+    """Define an agent: `ai_human` (side b is a person) or `dual_ai` (both AI). A dual_ai agent's
+    `approver` names a prompt that decides its calls waiting for approval, as a simulated person would
+    (engine/approver.py), so approval flows run and evaluate with no one at hand."""
     problems = _Problems("define_agent")
+    with problems.check("approver"):
+        if approver is not None and (not isinstance(approver, str) or not approver.strip()):
+            raise DefinitionError(f"define_agent: 'approver' must be a prompt's name, got {approver!r}")
+        if approver is not None and type != "dual_ai":
+            raise DefinitionError(
+                "define_agent: 'approver' is for dual_ai agents (in an ai_human one the person decides)"
+            )
     with problems.check("type"):
         if type not in ("ai_human", "dual_ai"):
             raise DefinitionError(f"define_agent: 'type' must be 'ai_human' or 'dual_ai', got {type!r}")
@@ -449,6 +460,7 @@ def define_agent(
         args=args or (MessageArgs if expose_as_tool else None),
         env=_mapping(env),
         title=title,
+        approver=approver,
     )
 
 

@@ -362,6 +362,10 @@ class _Loader:
             for label, side in (("side_a", agent.side_a), ("side_b", agent.side_b)):
                 if side is not None:
                     self._check_side(name, label, side, callables)
+            if agent.approver is not None:
+                prompts = set(self.defs.prompts) | self.failed["prompts"]
+                what = f"agent {name!r} approver {agent.approver!r} is not a prompt"
+                self._reference(("agents", name), what, agent.approver, prompts)
 
     def _check_variable_scopes(self) -> None:
         from orchestrator.definitions.variables import scope_conflicts

@@ -17,9 +17,11 @@ from pydantic import BaseModel
 
 from orchestrator.cli.session import transcript
 from orchestrator.eval.suite import (
+    ApprovalCheck,
     Check,
     EndReasonCheck,
     JudgeCheck,
+    NoApprovalCheck,
     NoToolCallCheck,
     OutputCheck,
     PredicateCheck,
@@ -118,6 +120,10 @@ def label(check: Check) -> str:
     if isinstance(check, SimulatorCheck):
         rubric = "default rubric" if check.simulator.strip() == "default" else "own rubric"
         return f"simulator ({rubric})"
+    if isinstance(check, ApprovalCheck):
+        return f"approval_requested: {check.approval_requested}"
+    if isinstance(check, NoApprovalCheck):
+        return f"no_approval_requested: {check.no_approval_requested}"
     return f"judge ({check.model or 'default judge'})"
 
 
@@ -172,6 +178,8 @@ async def _one(
     if isinstance(check, TextCheck):
         texts = await c.texts_of(thread, check.side)
         return c.check_text(texts, contains=check.contains, regex=check.regex, absent=check.absent)
+    if isinstance(check, ApprovalCheck | NoApprovalCheck):
+        return await _approvals(check, thread)
     if isinstance(check, SimulatorCheck):
         system = simulator_system(check, scenario)
         verdict = await _judge(check.model or suite.defaults.judge_model, system, thread, spent, client)
@@ -200,6 +208,22 @@ async def _judge(alias: str | None, system: str, thread: Thread, spent: Spent, c
             spent.output_tokens += item.usage.output_tokens
             spent.cost += item.usage.cost
     return parse_verdict("".join(text))
+
+
+async def _approvals(check: ApprovalCheck | NoApprovalCheck, thread: Thread) -> c.CheckResult:
+    """Whether a call of the tool waited for approval in the run, and what was decided for each."""
+    records = [w for w in await thread.waiting_calls(include_decided=True) if w.kind == "approval"]
+    tool = check.approval_requested if isinstance(check, ApprovalCheck) else check.no_approval_requested
+    asked = [w for w in records if w.tool == tool]
+    decided = ", ".join(f"{w.call_id}: {w.decision.kind if w.decision else 'still waiting'}" for w in asked)
+    if isinstance(check, ApprovalCheck):
+        if asked:
+            return c.CheckResult(check.kind, True, f"{len(asked)} call(s) of {tool!r} waited for approval ({decided})")
+        others = sorted({w.tool for w in records})
+        return c.CheckResult(check.kind, False, f"no call of {tool!r} waited for approval (others that did: {others})")
+    if asked:
+        return c.CheckResult(check.kind, False, f"{len(asked)} call(s) of {tool!r} waited for approval ({decided})")
+    return c.CheckResult(check.kind, True, f"no call of {tool!r} waited for approval")
 
 
 def parse_verdict(answer: str) -> c.CheckResult:

@@ -30,6 +30,7 @@ from orchestrator.core.results import AttachmentRef
 from orchestrator.definitions.define import AgentDefinition, Side
 from orchestrator.definitions.loader import Definitions
 from orchestrator.engine.views import render_prompt
+from orchestrator.eval.approvals import decide_waiting
 from orchestrator.eval.grading import CheckOutcome, Spent, grade, judge_system, simulator_system
 from orchestrator.eval.sources import ModelSource, cassette_path
 from orchestrator.eval.stats import DEFAULT_CONFIDENCE, runs_for_width, wilson
@@ -204,7 +205,9 @@ class Evaluator:
             await self._seed(thread, scenario)
             result, error = None, None
             try:
-                result = await thread.run()
+                result = await decide_waiting(
+                    self.suite, self.suite.approvals_for(scenario), thread, await thread.run()
+                )
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
             checks = await grade(self.suite, scenario, thread, result, error, spent, self.runtime.services.client)

@@ -25,6 +25,9 @@ from pydantic import (
 from orchestrator.eval.yamlfile import Marks, describe_errors, read_yaml, where
 
 __all__ = [
+    "ApprovalCheck",
+    "ApprovalRule",
+    "Approvals",
     "Budget",
     "CallSpec",
     "Check",
@@ -41,6 +44,7 @@ __all__ = [
     "TextCheck",
     "ToolCallsCheck",
     "ValuesCheck",
+    "NoApprovalCheck",
     "load_predicate",
     "load_suite",
 ]
@@ -66,6 +70,46 @@ class Budget(_Strict):
         return (self.tokens is not None and tokens >= self.tokens) or (self.cost is not None and cost >= self.cost)
 
 
+class ApprovalRule(_Strict):
+    """One rule for the calls waiting for approval: the tool (and arguments that must be among the call's,
+    a JSON subset, and/or a predicate `file.py:function(arguments) -> bool`), and the decision."""
+
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] | None = None
+    predicate: str | None = None  # "file.py:function", the file relative to the suite
+    decision: Literal["approve", "reject"]
+    reason: str | None = Field(default=None, min_length=1)  # what the model reads when rejected
+
+    @field_validator("predicate")
+    @classmethod
+    def _shape(cls, value: str | None) -> str | None:
+        if value is not None:
+            path, sep, name = value.rpartition(":")
+            if not sep or not path.endswith(".py") or not name.isidentifier():
+                raise ValueError(f"expected 'file.py:function', got {value!r}")
+        return value
+
+
+class Approvals(_Strict):
+    """How a scenario decides the calls that wait for approval: the first rule matching a call decides,
+    else `otherwise` (`leave`: nobody decides, the run ends `awaiting_approval`). `approve all` and
+    `reject all` are the short forms."""
+
+    rules: list[ApprovalRule] = Field(default_factory=list)
+    otherwise: Literal["approve", "reject", "leave"] = "leave"
+    reason: str = Field(default="rejected by the eval scenario", min_length=1)  # for `otherwise: reject`
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            words = {"approve all": "approve", "reject all": "reject"}
+            if data.strip().lower() not in words:
+                raise ValueError(f"expected 'approve all', 'reject all' or a mapping with rules, got {data!r}")
+            return {"otherwise": words[data.strip().lower()]}
+        return data
+
+
 class Defaults(_Strict):
     models: dict[SideName, str] = Field(default_factory=dict)  # alias per side; unset: the prompt's own model
     prompts: dict[SideName, str] = Field(default_factory=dict)  # a side's prompt replaced (e.g. a simulated user)
@@ -76,6 +120,7 @@ class Defaults(_Strict):
     judge_model: str | None = None  # alias for judge checks that name none
     # sent to providers that take one (OpenAI, Gemini...): run i of a scenario uses seed + i - 1; None: none sent
     seed: int | None = None
+    approvals: Approvals | None = None  # for scenarios that say none
 
 
 class CallSpec(_Strict):
@@ -169,6 +214,18 @@ class SimulatorCheck(_Strict):
     model: str | None = None  # alias from the config; None: defaults.judge_model
 
 
+class ApprovalCheck(_Strict):
+    """A call of this tool waited for approval during the run (whatever was decided)."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    approval_requested: str = Field(min_length=1)  # the tool's name
+
+
+class NoApprovalCheck(_Strict):
+    kind: Literal["no_approval_requested"] = "no_approval_requested"
+    no_approval_requested: str = Field(min_length=1)
+
+
 Check = Annotated[
     ValuesCheck
     | PredicateCheck
@@ -178,7 +235,9 @@ Check = Annotated[
     | TextCheck
     | OutputCheck
     | JudgeCheck
-    | SimulatorCheck,
+    | SimulatorCheck
+    | ApprovalCheck
+    | NoApprovalCheck,
     Field(discriminator="kind"),
 ]
 _KIND_KEYS = (
@@ -191,6 +250,8 @@ _KIND_KEYS = (
     "output",
     "judge",
     "simulator",
+    "approval_requested",
+    "no_approval_requested",
 )
 
 
@@ -205,6 +266,7 @@ class Scenario(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)  # creation arguments: persona, goal...
     state: InitialState = Field(default_factory=InitialState)
     k: int | None = Field(default=None, ge=1, le=100)
+    approvals: Approvals | None = None  # None: defaults.approvals, else nobody decides
     checks: list[Check] = Field(min_length=1)
 
     @field_validator("checks", mode="before")
@@ -263,6 +325,9 @@ class Suite(_Strict):
     def k_for(self, scenario: Scenario) -> int:
         return scenario.k or self.defaults.k
 
+    def approvals_for(self, scenario: Scenario) -> Approvals | None:
+        return scenario.approvals or self.defaults.approvals
+
     def scenario(self, scenario_id: str) -> Scenario:
         for scenario in self.scenarios:
             if scenario.id == scenario_id:
@@ -310,6 +375,11 @@ def _check_references(suite: Suite, marks: Marks) -> None:
             if not suite.resolve(relative).is_file():
                 place = where(("scenarios", i, "state", "files", name), marks, suite.path)
                 problems.append(f"{place}: scenarios.{i}.state.files.{name}: no file {relative!r}")
+        for j, rule in enumerate(scenario.approvals.rules if scenario.approvals else []):
+            problem = _predicate_problem(suite, rule.predicate) if rule.predicate else None
+            if problem:
+                place = where(("scenarios", i, "approvals", "rules", j, "predicate"), marks, suite.path)
+                problems.append(f"{place}: scenarios.{i}.approvals.rules.{j}.predicate: {problem}")
         for j, check in enumerate(scenario.checks):
             if isinstance(check, PredicateCheck):
                 problem = _predicate_problem(suite, check.predicate)

@@ -308,6 +308,40 @@ function brief(data) {
   return text.length > 160 ? text.slice(0, 157) + "…" : text;
 }
 
+// -- calls waiting for a decision (GET /threads/{id}/waiting; POST .../calls/{call}/approve|reject) --
+
+async function loadWaiting() {
+  const id = view.threadId;
+  if (!id) return;
+  const { calls } = await api("GET", `/threads/${encodeURIComponent(id)}/waiting`).catch(() => ({ calls: [] }));
+  if (id !== view.threadId) return;  // another thread was opened meanwhile
+  $("waiting").replaceChildren(...calls.filter((c) => c.kind === "approval").map(waitingCard));
+  $("waiting-section").hidden = $("waiting").children.length === 0;
+}
+
+function waitingCard(call) {
+  const item = el("li", `waiting-call side-${call.side}`);
+  item.dataset.callId = call.call_id;
+  item.appendChild(el("span", "name", call.tool));
+  item.appendChild(el("pre", "arguments", JSON.stringify(call.arguments, null, 2)));
+  const reason = el("input", "reason");
+  reason.placeholder = "reason (the model reads it)";
+  reason.setAttribute("aria-label", `Reason to reject ${call.tool}`);
+  const approve = el("button", "approve", "Approve");
+  const reject = el("button", "reject", "Reject");
+  approve.type = reject.type = "button";
+  approve.onclick = () => decide(call.call_id, "approve", {});
+  reject.onclick = () => decide(call.call_id, "reject", { reason: reason.value.trim() || "rejected on the page" });
+  item.append(reason, approve, reject);
+  return item;
+}
+
+async function decide(callId, action, body) {
+  const path = `/threads/${encodeURIComponent(view.threadId)}/calls/${encodeURIComponent(callId)}/${action}`;
+  await api("POST", path, body).catch(() => null);
+  loadWaiting();
+}
+
 // -- events -------------------------------------------------------------------
 
 function handle(ev) {
@@ -335,6 +369,7 @@ function handle(ev) {
       setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`);
       refreshUsage(); loadThreads(); break;
     case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); loadThreads(); break;
+    case "approval_requested": case "approval_decided": loadWaiting(); break;
   }
   if (!BUILTIN_EVENTS.has(ev.type)) log("custom-events", ev, brief(ev.data));
   log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
@@ -382,6 +417,7 @@ async function openThread(id) {
   }
   loadTree(thread.id);
   if (thread.forked_from) await showForkedHistory(thread);
+  loadWaiting();
   await eventTypesReady;
   connect();
 }

@@ -34,3 +34,29 @@ async def test_replays_a_recorded_conversation(agent_runtime):
             await agent_runtime.assert_tool_calls(thread, [("lookup_weather", {"city": "Oslo"})])
             await agent_runtime.assert_values(thread, {"last_city": "Oslo"})
     assert result.output == "It is 21 C and sunny in Oslo."
+
+
+@pytest.mark.asyncio
+async def test_a_forecast_mail_waits_for_approval(tmp_path):
+    runtime = Runtime.from_path("agents", config="configs/default.yaml", storage=str(tmp_path / "t.db"), model="test")
+    async with runtime:
+        thread = await runtime.create_thread("weather_mail")
+        result = await thread.send("Mail me the weather in Oslo")
+        assert result.reason == "awaiting_approval"  # the test model calls every tool: send_forecast waits
+        [call] = await thread.waiting_calls()
+        assert call.tool == "send_forecast"
+        result = await (await thread.approve(call.call_id))  # the resumed execution
+        assert result.output
+        assert await thread.state.get_value("forecast_sent_to") == call.arguments["email"]
+
+
+@pytest.mark.asyncio
+async def test_a_rejected_forecast_mail_is_not_sent(tmp_path):
+    runtime = Runtime.from_path("agents", config="configs/default.yaml", storage=str(tmp_path / "t.db"), model="test")
+    async with runtime:
+        thread = await runtime.create_thread("weather_mail")
+        await thread.send("Mail me the weather in Oslo")
+        [call] = await thread.waiting_calls()
+        result = await (await thread.reject(call.call_id, "not to that address"))
+        assert result.output
+        assert await thread.state.get_value("forecast_sent_to") is None
