@@ -8,7 +8,7 @@ The layers, bottom to top (docs/architecture.md draws them):
 4. `orchestrator.definitions`: what a project defines, the `ThreadState` its tools see, how a folder is read;
 5. `orchestrator.storage`: what a thread keeps (messages, values, env, events, leases) and its backends;
 6. `orchestrator.engine`, `orchestrator.mcp`: running a thread (execution, turn, step, tool calls);
-7. `orchestrator.runtime`, `orchestrator.model_checks`: the `Runtime` and `Thread` a program holds;
+7. `orchestrator.runtime`, `orchestrator.thread`, `orchestrator.model_checks`: the `Runtime` and `Thread`;
 8. surfaces: `orchestrator.cli`, `orchestrator.server`, `orchestrator.eval`, `orchestrator.temporal`,
    `orchestrator.testing`, and the package's public face `orchestrator` itself.
 
@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("orchestrator.definitions",),
     ("orchestrator.storage",),
     ("orchestrator.engine", "orchestrator.mcp"),
-    ("orchestrator.runtime", "orchestrator.model_checks"),
+    ("orchestrator.runtime", "orchestrator.thread", "orchestrator.model_checks"),
     ("orchestrator.cli", "orchestrator.server", "orchestrator.eval", "orchestrator.temporal", "orchestrator.testing"),
 )
 PUBLIC_FACE = "orchestrator"  # the package's __init__: the public names, loaded lazily; a surface

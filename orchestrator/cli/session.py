@@ -233,11 +233,11 @@ def _http_context(options: SessionOptions, runtime: Runtime) -> Any:
         with replay(options.replay):
             yield None
     elif options.record:
-        from orchestrator.runtime import _config_secrets
+        from orchestrator.runtime import config_secrets
 
         target = Path(options.record)
         partial = target.with_name(f".{target.name}.partial")
-        recorder = record(partial, secrets=_config_secrets(runtime.config))
+        recorder = record(partial, secrets=config_secrets(runtime.config))
         recorder.start()
         try:
             yield recorder
