@@ -32,7 +32,7 @@ REFERENCES = 1100  # references a full collection follows per conversation in fl
 # one record per conversation and durable events waiting as JSON
 WAITING_CEILING = 86  # the same per conversation waiting on its step's commit: 88 while the write held its
 # events as `Event` models, 81 with them encoded until the storage thread reads them
-WAITING_REFERENCES = 505  # 527 with the events as models, 479 encoded
+WAITING_REFERENCES = 525  # 527 with the events as models, 479 encoded; 513 with typed output and waiting calls (0.2.0)
 
 
 def _defs() -> Any:
