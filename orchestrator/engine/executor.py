@@ -6,9 +6,9 @@ which alternates sides' turns until something ends the execution; `turn` runs
 one side's steps until its turn ends; `step` is one `answer` (a model request,
 streamed, stored in one transaction) and the tool calls it asked for.
 
-`answer` is the one place a model request is made: a prompt called as a tool
-takes its nested loop's steps through it too, so both see the same hooks,
-attachments, events, counters and log. `toolset`, `answer` and `dispatch` are
+`answer` is the one place a model request is made (`answer_stream.read` reads
+its stream): a prompt called as a tool takes its nested loop's steps through it
+too, so both see the same hooks, attachments, events, counters and log. `toolset`, `answer` and `dispatch` are
 the public face that nested loop runs through (`nested.NestedHost`); the rest
 of `_Execution` is the loop's own. The execution's state changes only through
 the snapshot's transitions (`ExecutionSnapshot.end`, `advance_turn`, ...).
@@ -16,17 +16,16 @@ the snapshot's transitions (`ExecutionSnapshot.end`, `advance_turn`, ...).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from orchestrator.core import tracing
-from orchestrator.core.event_payloads import DeltaName, OutputDeltaPayload, TurnEndReason
+from orchestrator.core.event_payloads import TurnEndReason
 from orchestrator.core.execution_result import ExecutionFailed, ExecutionResult, OutputFailed, any_result
 from orchestrator.core.messages import (
     ExecutionSnapshot,
@@ -42,20 +41,17 @@ from orchestrator.core.results import ToolResult
 from orchestrator.core.waiting import Decision, WaitingCallError, WaitingKind, awaiting_reason
 from orchestrator.definitions.define import AgentDefinition, PromptDefinition, Side, ToolDefinition
 from orchestrator.definitions.thread_state import ExecutionState
-from orchestrator.engine import gc_policy, typed_output
-from orchestrator.engine.answers import answer_message, provider_family, with_unique_call_ids
+from orchestrator.engine import answer_stream, gc_policy, typed_output
+from orchestrator.engine.answers import provider_family
 from orchestrator.engine.client_tools import with_client_tools
 from orchestrator.engine.dispatch import Aborted, Dispatcher, NestedTarget, StepTools
-from orchestrator.engine.hooks import ToolCallStart
 from orchestrator.engine.resume import logged_turn_events, resumed_step
 from orchestrator.engine.state import ThreadState
-from orchestrator.engine.streaming import CallStarted, StreamAssembler
 from orchestrator.engine.toolset import Toolset, build_toolset
 from orchestrator.engine.views import render_prompt, side_view
 from orchestrator.engine.waiting import CallsWaiting, NotWaitingError
 from orchestrator.storage.base import StaleLeaseError
-from providers.request import ChatMessage, FallbackEvent, RequestExtras
-from providers.stream import ModelInfo, ProviderError, ReasoningDelta, StreamEnd, StreamRestart, TextDelta
+from providers.stream import ModelInfo, ProviderError, StreamEnd
 
 if TYPE_CHECKING:
     from orchestrator.engine.services import Services
@@ -331,7 +327,7 @@ class _Execution:
         messages = await self.services.hooks.transform("prefilter_llm_history", state, messages)
         started = time.perf_counter()
         self.publish("step_started", {"side": side, "step": self.snapshot.step_count + 1, "model": info.alias})
-        assistant, end = await self.stream(side, prompt, info, toolset, messages, depth)
+        assistant, end = await answer_stream.read(self, side, prompt, info, toolset, messages, depth)
         self.snapshot.count_step(side, nested=depth > 0)
         self._add_usage(end)
         if parent_call is not None:
@@ -341,124 +337,6 @@ class _Execution:
         [stored] = await self.services.store_messages(state, [assistant], thread=self.thread)
         self._log_step(side, info, end, started)
         return stored
-
-    @tracing.chat
-    async def stream(
-        self,
-        side: SideName,
-        prompt: PromptDefinition,
-        info: ModelInfo,
-        toolset: Toolset,
-        messages: list[dict[str, Any]],
-        depth: int,
-    ) -> tuple[Message, StreamEnd]:
-        """Stream one response; tool_call_started fires as progress arguments close. While it reads, the
-        abort signal cancels this task (no extra task per step)."""
-        signal = self.execution.abort_signal
-        if signal.aborted:
-            raise Aborted(signal.reason or "aborted")
-        task = asyncio.current_task()
-        assert task is not None
-        cancel = task.cancel
-        signal.on_abort(cancel)
-        try:
-            last, assembler = await self._consume(side, prompt, toolset, messages, depth)
-        except asyncio.CancelledError:
-            if signal.aborted and task.uncancel() == 0:  # type: ignore[unreachable]  # aborted while awaiting
-                raise Aborted(signal.reason or "aborted") from None
-            raise
-        finally:
-            signal.remove(cancel)
-        message, ending = answer_message(
-            assembler,
-            last,
-            thread_id=self.thread.id,
-            side=side,
-            depth=depth,
-            flow_id=self.snapshot.flow_id,
-            model=last.model if last else info.model,
-            provider_tools=toolset.provider_tools,
-        )
-        if ending is not None:
-            ending.announce(self.publish)
-        message = with_unique_call_ids(message, self.execution.message_history)
-        return message, last or StreamEnd(finish_reason=None, model=info.model, provider=info.provider)
-
-    async def _consume(
-        self, side: SideName, prompt: PromptDefinition, toolset: Toolset, messages: list[dict[str, Any]], depth: int
-    ) -> tuple[StreamEnd | None, StreamAssembler]:
-        """Read the model's stream: its end, if it came, and the answer assembled. A method with arguments,
-        not a closure, and the assembler made at the first item: a conversation waiting for its request holds
-        no cells, closures or lists of it."""
-        end: StreamEnd | None = None
-        assembler: StreamAssembler | None = None
-        fired: dict[tuple[int, str], str | None] = {}  # (index, name) -> progress value fired
-        outputs = typed_output.OutputDeltas(self._output_delta, side, depth) if prompt.output_spec else None
-        stream = self.services.client.stream(
-            self.model_alias(prompt),
-            cast("list[ChatMessage]", messages),  # views.side_view builds them in that shape
-            tools=toolset.tools or None,
-            extra=cast("RequestExtras", toolset.extra) or None,
-            on_event=self._client_event,
-        )
-        async for item in stream:
-            if isinstance(item, StreamRestart):
-                assembler = None  # what the failed attempt said is forgotten
-                outputs = outputs.restarted() if outputs else None
-                tracing.add_event("retry", attempt=item.attempt, reason=item.reason, model=item.model)
-                self.publish("stream_restarted", {"side": side, "attempt": item.attempt, "reason": item.reason})
-            elif isinstance(item, StreamEnd):
-                end = end or item
-            else:
-                if isinstance(item, TextDelta):
-                    self._delta("text_delta", side, depth, item.text)
-                    if outputs is not None:
-                        outputs.feed(item.text)
-                elif isinstance(item, ReasoningDelta) and item.text:
-                    self._delta("reasoning_delta", side, depth, item.text)
-                assembler = assembler or StreamAssembler(toolset.progress_argument)
-                for call in assembler.feed(item):
-                    await self._fire_started(call, toolset, side, depth, fired)
-        assembler = assembler or StreamAssembler(toolset.progress_argument)
-        for call in assembler.finish():
-            await self._fire_started(call, toolset, side, depth, fired)
-        return end, assembler
-
-    def _client_event(self, kind: Literal["model_fallback"], data: FallbackEvent) -> None:
-        """The model client's own events (`providers.request.ModelEvents`: a fallback to the next model)."""
-        self.publish(kind, {"from": data["from"], "to": data["to"], "error": data["error"]})
-
-    async def _fire_started(
-        self, call: CallStarted, toolset: Toolset, side: SideName, depth: int, fired: dict[tuple[int, str], str | None]
-    ) -> None:
-        key = (call.index, call.name)  # not the value: hashing a 1 MB value would cost a millisecond
-        if key in fired and fired[key] == call.progress_value:  # the same call again after a retried stream
-            return
-        fired[key] = call.progress_value
-        progress_argument = toolset.progress_argument(call.name)
-        start = ToolCallStart(
-            id=call.id,
-            name=call.name,
-            index=call.index,
-            side=side,
-            depth=depth,
-            progress_argument=progress_argument,
-            progress_value=call.progress_value,
-        )
-        await self.services.hooks.call("tool_call_started", self.state, start)
-        self.publish(
-            "tool_call_started",
-            {
-                "id": call.id,
-                "name": call.name,
-                "index": call.index,
-                "progress_argument": progress_argument,
-                "progress_value": call.progress_value,
-                "side": side,
-                "depth": depth,
-            },
-        )
-        await asyncio.sleep(0)  # let subscribers see it now, not when the rest of the call has streamed
 
     async def dispatch(
         self,
@@ -565,14 +443,6 @@ class _Execution:
             cost=end.usage.cost,
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-
-    def _delta(self, kind: DeltaName, side: SideName, depth: int, text: str) -> None:
-        self.services.bus.publish_delta(
-            self.thread.id, kind, {"side": side, "depth": depth, "text": text}, lease=self.execution.lease_token
-        )
-
-    def _output_delta(self, data: OutputDeltaPayload) -> None:
-        self.services.bus.publish_delta(self.thread.id, "output_delta", data, lease=self.execution.lease_token)
 
     async def _save(self, status: ThreadStatus | None = None) -> None:
         if status is not None:
