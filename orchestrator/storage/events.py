@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 import structlog
-from pydantic_core import PydanticSerializationError, from_json, to_json
+from pydantic_core import from_json
 
 from orchestrator.core.event_payloads import (
     DeltaPayload,
@@ -56,7 +56,8 @@ from orchestrator.core.event_payloads import (
 from orchestrator.core.messages import EncodedEvents, Event, Message, MessageEvents, ThreadRecord, event_of
 from orchestrator.core.secrets import SecretScopes
 from orchestrator.storage.base import DuplicateEventError, StaleLeaseError, StepWrite, Storage, StorageError
-from orchestrator.storage.fanout import SUBSCRIBER_QUEUE, Broker, Ring, SubscriberLagging, offer
+from orchestrator.storage.channel import Channel, entries_of, payload_json
+from orchestrator.storage.fanout import SUBSCRIBER_QUEUE, Broker, SubscriberLagging, offer
 
 __all__ = ["EPHEMERAL_EVENTS", "SETTLING_EVENTS", "SUBSCRIBER_QUEUE", "Broker", "EventBus", "SubscriberLagging"]
 __all__ += ["offer"]
@@ -66,54 +67,6 @@ EPHEMERAL_EVENTS = frozenset({"text_delta", "reasoning_delta", "output_delta"})
 SETTLING_EVENTS = frozenset({"execution_started", "execution_stopped", "execution_failed"})  # live once stored
 MessageEventName = Literal["message_created", "tool_result"]
 _log = structlog.get_logger("orchestrator.storage.events")
-
-
-def _payload(type_: str, data: object) -> bytes:
-    """A durable event's data as the log stores it. Encoded when published: a payload storage could not write
-    fails there, at its emission site, not in the commit of a step that had nothing to do with it."""
-    try:
-        return to_json(data)
-    except PydanticSerializationError as exc:
-        raise ValueError(f"event {type_!r}: its data cannot be stored as JSON ({exc})") from None
-
-
-def _entries_of(events: Sequence[Event]) -> list[tuple[int, str, float, bytes]]:
-    if isinstance(events, EncodedEvents):
-        return list(events.entries)
-    return [(e.seq, e.type, e.at, _payload(e.type, e.data)) for e in events]
-
-
-class _Channel:
-    __slots__ = (
-        "seq",
-        "ring",
-        "subscribers",
-        "pending",
-        "flushing",
-        "held",
-        "writing",
-        "committed",
-        "announcing",
-        "uncertain",
-        "payloads",
-    )
-
-    def __init__(self, seq: int) -> None:
-        self.seq = seq
-        self.ring = Ring()
-        self.subscribers: set[asyncio.Queue[Event | None]] = set()
-        # durable events not yet written, as `EncodedEvents` entries: held until the next commit, mostly while a
-        # model answers, as JSON they are nothing for the collector to walk (an Event and its payload were a dozen)
-        self.pending: list[tuple[int, str, float, bytes]] = []
-        self.flushing: asyncio.Task[None] | None = None
-        self.held: list[Event] = []  # numbered, not live yet: a settling event not known stored, and what followed it
-        self.writing: set[int] = set()  # seqs the bus itself is writing now
-        self.committed: set[int] = set()  # held settling seqs a caller's commit is known to have stored
-        # messages' events (`prepare`): numbered, held until their write returns: seqs of writes under way,
-        # of writes cancelled (stored or not: the next flush looks), and the stored ones' payloads
-        self.announcing: set[int] = set()
-        self.uncertain: set[int] = set()
-        self.payloads: dict[int, bytes] = {}
 
 
 class _Publisher:
@@ -132,7 +85,7 @@ class EventBus:
     def __init__(self, storage: Storage, redactor: SecretScopes, broker: Broker | None = None) -> None:
         self._storage = storage
         self._redactor = redactor
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, Channel] = {}
         self._broker = broker
         self._fences: dict[str, int] = {}  # thread -> lease token of the execution this process runs
         self._check: Callable[[str, str, object], None] | None = None
@@ -179,13 +132,13 @@ class EventBus:
         ch = self._channels.get(thread_id)
         if ch is None:
             last = 0 if new else stored if stored is not None else await self._storage.last_event_seq(thread_id)
-            ch = self._channels.setdefault(thread_id, _Channel(last))
+            ch = self._channels.setdefault(thread_id, Channel(last))
         if stored is not None:
             if ch.pending and min(entry[0] for entry in ch.pending) <= stored:
                 await self._drop_taken(thread_id, ch, stored)
             ch.seq = max(ch.seq, stored)
 
-    async def _drop_taken(self, thread_id: str, ch: _Channel, stored: int) -> None:
+    async def _drop_taken(self, thread_id: str, ch: Channel, stored: int) -> None:
         """Events an earlier execution here left unwritten whose seqs the log has taken since: stored by a
         write whose answer was lost, or another process's. Carried by this execution's first commit, they
         would fail it whole; they can never be written, so they go."""
@@ -234,7 +187,7 @@ class EventBus:
                         await self._storage.append_events([event])
                     except StorageError:  # its writer got there after all
                         pass
-        ch = self._channels.setdefault(thread_id, _Channel(0))
+        ch = self._channels.setdefault(thread_id, Channel(0))
         last = max(stored, streamed)
         if ch.pending and min(entry[0] for entry in ch.pending) <= last:
             await self._drop_taken(thread_id, ch, last)
@@ -298,7 +251,7 @@ class EventBus:
         seq, data = self._numbered(ch, thread_id, type, data)
         at = time.time()
         try:
-            payload = None if type in EPHEMERAL_EVENTS else _payload(type, data)
+            payload = None if type in EPHEMERAL_EVENTS else payload_json(type, data)
         except ValueError:
             ch.seq -= 1  # refused: it takes no number, as a payload its check refuses takes none
             raise
@@ -328,13 +281,13 @@ class EventBus:
         seq, data = self._numbered(ch, thread_id, type, data)
         ch.ring.append(seq, type, time.time(), data)
 
-    def _channel(self, thread_id: str) -> _Channel:
+    def _channel(self, thread_id: str) -> Channel:
         ch = self._channels.get(thread_id)
         if ch is None:
             raise RuntimeError(f"event bus: thread {thread_id} is not attached")
         return ch
 
-    def _numbered(self, ch: _Channel, thread_id: str, type: str, data: Any) -> tuple[int, Any]:
+    def _numbered(self, ch: Channel, thread_id: str, type: str, data: Any) -> tuple[int, Any]:
         """The event's number, and its payload with the thread's secrets redacted."""
         if self._check is not None:
             self._check(thread_id, type, data)
@@ -344,7 +297,7 @@ class EventBus:
             data = redactor.data(data)
         return ch.seq, data
 
-    def _go_live(self, ch: _Channel, event: Event, payload: bytes | None = None) -> None:
+    def _go_live(self, ch: Channel, event: Event, payload: bytes | None = None) -> None:
         ch.ring.append(event.seq, event.type, event.at, event.data, payload)
         if not ch.subscribers and self._broker is None:
             return
@@ -440,7 +393,7 @@ class EventBus:
             ch.committed |= {seq for seq, type_ in kinds if type_ in SETTLING_EVENTS}
             self._let_out_stored(ch)
 
-    def _let_out_stored(self, ch: _Channel) -> None:
+    def _let_out_stored(self, ch: Channel) -> None:
         """Held events go live up to the first one not known stored (a settling event, a message's event):
         at once, with no lookup, so what follows an execution's start is not held until the execution's end."""
         count = 0
@@ -477,7 +430,7 @@ class EventBus:
         if isinstance(error, (StaleLeaseError, DuplicateEventError)):  # writing them again cannot succeed
             _log.warning("unwritable_events_dropped", thread_id=thread_id, count=len(events), error=str(error))
             return
-        ch.pending[:0] = _entries_of(events)
+        ch.pending[:0] = entries_of(events)
 
     async def flush(self, thread_id: str) -> None:
         """Write what is pending (after a background write under way), let out
