@@ -21,10 +21,7 @@ happen once.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +39,7 @@ from orchestrator.definitions.define import AgentDefinition, PromptDefinition, T
 from orchestrator.definitions.schema import drop_null_defaults
 from orchestrator.definitions.thread_state import ToolUseError
 from orchestrator.engine.state import ThreadState, ToolCallContext, bind_call
+from orchestrator.engine.tool_results import as_text, coerce_result, decode_attachment, failed
 from orchestrator.engine.toolset import Callable_
 from orchestrator.engine.waiting import CallPauses, CallWaits, approval_needed, decided_result
 from orchestrator.storage.env import EnvNotFoundError
@@ -319,21 +317,21 @@ class Dispatcher:
                     raw = await tool.execute(state, args)
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError (an upstream call of its own), not our limit
-                return _failed(call.name, exc), []
+                return failed(call.name, exc), []
             return ToolResult.fail(f"Tool {call.name!r} timed out after {timeout:g} s"), []
         except CallWaits:
             raise
         except ToolUseError as exc:
             return ToolResult.fail(str(exc)), []
         except Exception as exc:
-            return _failed(call.name, exc), []
+            return failed(call.name, exc), []
         if pauses is not None and pauses.waiting is not None:  # the tool caught its own `ask`: it still waits
             raise pauses.waiting
         if tool.deferred or (isinstance(raw, ToolResult) and raw.is_deferred):
             if pauses is None:
                 return ToolResult.fail(f"{call.name!r} deferred its result, which a nested call cannot wait for"), []
             pauses.reach("result", arguments=_as_dict(args))  # raises: the call waits for its result
-        result = _as_text(call.name, _coerce_result(call.name, raw))  # before its attachments' names are stored
+        result = as_text(call.name, coerce_result(call.name, raw))  # before its attachments' names are stored
         result = await self._store_attachments(call.name, result)
         return self._truncate(result), context.queue
 
@@ -354,7 +352,7 @@ class Dispatcher:
         publish = self._services.bus.publisher(self._step.state.thread_id, lease=lease)
         publish("tool_invoked", {**where, "arguments": args})
         try:
-            result = _as_text(name, await self._invoke_now(call_id, name, args, parent))
+            result = as_text(name, await self._invoke_now(call_id, name, args, parent))
         except CallWaits:  # the invoked tool waits for approval: so does the calling tool's call
             raise
         except Exception as exc:  # a refused call (cycle, depth, uses) reaches the calling tool as before
@@ -410,7 +408,7 @@ class Dispatcher:
             if (problem := mime_problem(item.mime_type)) is not None:  # it becomes a header when downloaded
                 return ToolResult.fail(f"Tool {name!r} returned a bad attachment {item.name!r}: {problem}")
             if isinstance(item, ToolAttachment):
-                problem, data = _decode_attachment(item, self._settings.max_attachment_bytes)
+                problem, data = decode_attachment(item, self._settings.max_attachment_bytes)
                 if problem:
                     return ToolResult.fail(f"Tool {name!r} returned a bad attachment {item.name!r}: {problem}")
                 decoded.append((item, data))
@@ -440,7 +438,7 @@ class Dispatcher:
         the queue goes on from there)."""
         hooks, state = self._services.hooks, self._step.state
         ready = [
-            (call, _as_text(call.name, await hooks.transform("before_store_tool_result", state, result, call)), queue)
+            (call, as_text(call.name, await hooks.transform("before_store_tool_result", state, result, call)), queue)
             for call, result, queue in done
         ]
         messages = [self._result_message(call, result, queue) for call, result, queue in ready]
@@ -525,77 +523,7 @@ def _parse_arguments(
         return None, ToolResult.fail(f"Invalid arguments for {call.name!r}: {problems}")
 
 
-def _failed(name: str, exc: BaseException) -> ToolResult:
-    """An exception from inside the tool, as an error result (the stack goes to metadata)."""
-    return ToolResult.fail(f"Tool {name!r} failed: {type(exc).__name__}: {exc}", stack=traceback.format_exc())
-
-
 def _as_dict(args: BaseModel | dict[str, Any] | None) -> dict[str, Any]:
     if isinstance(args, BaseModel):
         return args.model_dump(mode="json")
     return args or {}
-
-
-def _coerce_result(name: str, raw: object) -> ToolResult:
-    """A ToolResult, a dict of its shape (it has a `status`), or a structured result: a pydantic model or
-    any other dict, serialised once by `ToolResult.of_value`."""
-    if isinstance(raw, ToolResult):
-        return raw
-    if isinstance(raw, dict) and "status" in raw:
-        try:
-            return ToolResult.model_validate(raw)
-        except ValidationError as exc:
-            problems = describe(exc)
-            return ToolResult.fail(f"Tool {name!r} returned an invalid result: {problems}")
-    if isinstance(raw, BaseModel | dict):
-        try:
-            return ToolResult.of_value(raw)
-        except ValidationError as exc:
-            return ToolResult.fail(f"Tool {name!r} returned a value that is not JSON: {describe(exc)}")
-    return ToolResult.fail(
-        f"Tool {name!r} returned {type(raw).__name__}; expected a ToolResult, a dict with 'status' and "
-        "'result' or 'error', a pydantic model or a dict of JSON values"
-    )
-
-
-def _as_text(name: str, result: ToolResult) -> ToolResult:
-    """`result`, or an error result naming its fields that are not valid UTF-8 text.
-
-    Why: a Python string may hold a lone surrogate (``'\\ud800'``, from a
-    tool's own text or a sandboxed program's string), which no storage can
-    write: storing it raised, and the thread was left running. The error shows
-    what was returned with such characters escaped, so the model can act on it.
-    """
-    bad = [field for field, value in result.model_dump().items() if not _is_utf8(json.dumps(value, ensure_ascii=False))]
-    if not bad:
-        return result
-    shown = _escaped(result.result if result.status == "success" else result.error) or ""
-    return ToolResult.fail(
-        f"Tool {name!r} returned text that is not valid UTF-8 (a lone surrogate, such as \\ud800) "
-        f"in its {', '.join(bad)}; what it returned, escaped: {shown[:2000]}",
-        stack=_escaped(result.stack),
-    )
-
-
-def _escaped(text: str | None) -> str | None:
-    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _decode_attachment(item: ToolAttachment, max_bytes: int) -> tuple[str | None, bytes]:
-    if not item.name or "/" in item.name or "\\" in item.name or item.name in (".", "..") or "\x00" in item.name:
-        return "the name must be a plain file name without a path", b""
-    try:
-        data = base64.b64decode(item.data, validate=True)
-    except (binascii.Error, ValueError):
-        return "data is not valid base64", b""
-    if len(data) > max_bytes:
-        return f"{len(data)} bytes is over the limit of {max_bytes} bytes", b""
-    return None, data
