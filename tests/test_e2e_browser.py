@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_support import chromium_page, needs_chromium
 from pydantic import BaseModel
 
 from orchestrator import Side, ToolAttachment, ToolResult, define_agent, define_prompt, define_tool
@@ -28,22 +29,8 @@ from orchestrator.storage.sqlite import SQLiteStorage
 from providers.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture
@@ -59,16 +46,8 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def page(server: LiveServer) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(20_000)
-            yield page
-        finally:
-            browser.close()
+    with chromium_page(viewport={"width": 1280, "height": 900}) as page:
+        yield page
 
 
 def _sign_in(page: object, server: LiveServer) -> None:

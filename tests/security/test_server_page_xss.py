@@ -14,9 +14,9 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from browser_support import chromium_page, needs_chromium
 
 from orchestrator.runtime import Runtime
 from orchestrator.server.app import create_app
@@ -25,26 +25,13 @@ from orchestrator.server.scripted import scripted_model
 from orchestrator.server.testing import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PAYLOADS = [
     '<img src=x onerror="window.__xss=1">',
     "<script>window.__xss=2</script>",
     '"><svg onload="window.__xss=3">',
     '<iframe srcdoc="<script>parent.__xss=4</script>"></iframe>',
 ]
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-)
+pytestmark = needs_chromium
 
 
 def _script(tmp_path: Path) -> Path:
@@ -89,43 +76,37 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 def test_hostile_model_output_is_shown_as_text_and_never_runs(server: LiveServer) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     console: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page: Any = browser.new_page()
-            page.set_default_timeout(20_000)
-            page.on("console", lambda message: console.append(message.text))
-            page.on("dialog", lambda dialog: console.append(f"dialog: {dialog.message}"))
-            page.goto(server.url + "/")
-            page.fill("#token", "xss-token")
-            page.dispatch_event("#token", "change")
-            page.wait_for_selector("#agent option[value=support_demo]", state="attached")
-            page.select_option("#agent", "support_demo")
-            page.click("#new-thread")
-            expect(page.locator("#connection")).to_have_text("live")
-            page.click("#run")
-            expect(page.locator("#status")).to_contain_text("stopped")
-            expect(page.locator(".msg.side-a").first).to_contain_text(PAYLOADS[0])  # shown, as text
-            expect(page.locator(".tool-call[data-name=lookup_order] .progress")).to_contain_text(PAYLOADS[1])
-            page.reload()  # replayed from the event log: the same again
-            expect(page.locator("#status")).to_contain_text("stopped")
-            expect(page.locator(".msg.side-a").first).to_contain_text(PAYLOADS[0])
-            assert page.evaluate("window.__xss") is None
-            injected = page.evaluate(
-                "document.querySelectorAll('#messages img, #messages svg, #messages iframe, #messages script').length"
-            )
-            assert injected == 0
-            inline = page.evaluate(
-                """() => { try { const s = document.createElement('script');
-                s.textContent = 'window.__inline = 1'; document.body.appendChild(s); } catch (e) {}
-                return window.__inline ?? null; }"""
-            )
-            assert inline is None  # the policy refuses inline script even if some day markup got through
-        finally:
-            browser.close()
+    with chromium_page() as page:
+        page.on("console", lambda message: console.append(message.text))
+        page.on("dialog", lambda dialog: console.append(f"dialog: {dialog.message}"))
+        page.goto(server.url + "/")
+        page.fill("#token", "xss-token")
+        page.dispatch_event("#token", "change")
+        page.wait_for_selector("#agent option[value=support_demo]", state="attached")
+        page.select_option("#agent", "support_demo")
+        page.click("#new-thread")
+        expect(page.locator("#connection")).to_have_text("live")
+        page.click("#run")
+        expect(page.locator("#status")).to_contain_text("stopped")
+        expect(page.locator(".msg.side-a").first).to_contain_text(PAYLOADS[0])  # shown, as text
+        expect(page.locator(".tool-call[data-name=lookup_order] .progress")).to_contain_text(PAYLOADS[1])
+        page.reload()  # replayed from the event log: the same again
+        expect(page.locator("#status")).to_contain_text("stopped")
+        expect(page.locator(".msg.side-a").first).to_contain_text(PAYLOADS[0])
+        assert page.evaluate("window.__xss") is None
+        injected = page.evaluate(
+            "document.querySelectorAll('#messages img, #messages svg, #messages iframe, #messages script').length"
+        )
+        assert injected == 0
+        inline = page.evaluate(
+            """() => { try { const s = document.createElement('script');
+            s.textContent = 'window.__inline = 1'; document.body.appendChild(s); } catch (e) {}
+            return window.__inline ?? null; }"""
+        )
+        assert inline is None  # the policy refuses inline script even if some day markup got through
     assert not [line for line in console if "dialog" in line]
     violations = [line for line in console if "Content Security Policy" in line]
     assert len(violations) == 1 and "inline script" in violations[0], violations  # the probe's, never the page's own

@@ -308,32 +308,65 @@ function brief(data) {
   return text.length > 160 ? text.slice(0, 157) + "…" : text;
 }
 
-// -- calls waiting for a decision (GET /threads/{id}/waiting; POST .../calls/{call}/approve|reject) --
+// -- calls waiting for the outside (GET /threads/{id}/waiting; POST .../calls/{call}/approve|reject|result|answer) --
+// An approval is approved or rejected; a deferred call gets its result; a tool's question (`state.ask`) its answer.
 
 async function loadWaiting() {
   const id = view.threadId;
   if (!id) return;
   const { calls } = await api("GET", `/threads/${encodeURIComponent(id)}/waiting`).catch(() => ({ calls: [] }));
   if (id !== view.threadId) return;  // another thread was opened meanwhile
-  $("waiting").replaceChildren(...calls.filter((c) => c.kind === "approval").map(waitingCard));
+  $("waiting").replaceChildren(...calls.map(waitingCard));
   $("waiting-section").hidden = $("waiting").children.length === 0;
 }
 
 function waitingCard(call) {
-  const item = el("li", `waiting-call side-${call.side}`);
+  const item = el("li", `waiting-call kind-${call.kind} side-${call.side}`);
   item.dataset.callId = call.call_id;
+  item.dataset.kind = call.kind;
   item.appendChild(el("span", "name", call.tool));
   item.appendChild(el("pre", "arguments", JSON.stringify(call.arguments, null, 2)));
+  if (call.kind === "approval") item.append(...approvalControls(call));
+  else if (call.kind === "result") item.append(...resultControls(call));
+  else item.append(...answerControls(call));
+  return item;
+}
+
+function approvalControls(call) {
   const reason = el("input", "reason");
   reason.placeholder = "reason (the model reads it)";
   reason.setAttribute("aria-label", `Reason to reject ${call.tool}`);
-  const approve = el("button", "approve", "Approve");
-  const reject = el("button", "reject", "Reject");
-  approve.type = reject.type = "button";
-  approve.onclick = () => decide(call.call_id, "approve", {});
-  reject.onclick = () => decide(call.call_id, "reject", { reason: reason.value.trim() || "rejected on the page" });
-  item.append(reason, approve, reject);
-  return item;
+  const approve = button("approve", "Approve", () => decide(call.call_id, "approve", {}));
+  const reject = button("reject", "Reject", () =>
+    decide(call.call_id, "reject", { reason: reason.value.trim() || "rejected on the page" }));
+  return [reason, approve, reject];
+}
+
+function resultControls(call) {
+  const text = el("textarea", "result-text");
+  text.placeholder = "the call's result (the model reads it)";
+  text.setAttribute("aria-label", `Result of ${call.tool}`);
+  const ok = button("submit-result", "Submit result", () =>
+    decide(call.call_id, "result", { status: "success", result: text.value }));
+  const failed = button("submit-error", "Submit as error", () =>
+    decide(call.call_id, "result", { status: "error", error: text.value.trim() || "failed, said on the page" }));
+  return [text, ok, failed];
+}
+
+function answerControls(call) {
+  const question = el("p", "question", typeof call.payload === "string" ? call.payload : JSON.stringify(call.payload));
+  const text = el("input", "answer-text");
+  text.placeholder = "your answer";
+  text.setAttribute("aria-label", `Answer to ${call.tool}`);
+  const send = button("send-answer", "Answer", () => decide(call.call_id, "answer", { answer: text.value }));
+  return [question, text, send];
+}
+
+function button(cls, label, onclick) {
+  const b = el("button", cls, label);
+  b.type = "button";
+  b.onclick = onclick;
+  return b;
 }
 
 async function decide(callId, action, body) {
@@ -369,7 +402,8 @@ function handle(ev) {
       setRunning(false, `stopped: ${d.reason}${d.stopped_by ? " (side " + d.stopped_by + ")" : ""}`);
       refreshUsage(); loadThreads(); break;
     case "execution_failed": setRunning(false, `failed: ${d.error || ""}`); refreshUsage(); loadThreads(); break;
-    case "approval_requested": case "approval_decided": loadWaiting(); break;
+    case "approval_requested": case "result_requested": case "question_asked":
+    case "approval_decided": case "result_submitted": case "question_answered": loadWaiting(); break;
   }
   if (!BUILTIN_EVENTS.has(ev.type)) log("custom-events", ev, brief(ev.data));
   log("event-log", ev, ev.type === "message_created" || ev.type === "tool_result" ? brief(d.content) : brief(ev.data));
