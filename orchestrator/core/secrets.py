@@ -7,6 +7,7 @@ everywhere. docs/security.md says what a short secret means.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from ahocorasick_rs import AhoCorasick, MatchKind
 REDACTED = "***"
 MIN_SECRET_LEN = 4  # a shorter secret cannot be redacted without rewriting ordinary text: set_env refuses it
 WHOLE_WORD_BELOW = 8  # a secret shorter than this is redacted only where it stands as a whole word
+_SURROGATES = re.compile("([\ud800-\udfff]+)")  # what no UTF-8 text, and so no secret, holds
 
 
 def _is_word_char(ch: str) -> bool:
@@ -54,6 +56,13 @@ class Redactor:
         return self._size
 
     def text(self, value: str) -> str:
+        try:
+            return self._text(value)
+        except UnicodeEncodeError:  # a lone surrogate (a tool's own string): the automata take UTF-8 only
+            parts = _SURROGATES.split(value)  # text, surrogates, text, ...: no secret spans a surrogate
+            return "".join(part if i % 2 else self._text(part) for i, part in enumerate(parts))
+
+    def _text(self, value: str) -> str:
         if self._long is not None:
             value = _replace(value, self._long.find_matches_as_indexes(value))
         if self._short is not None:

@@ -160,6 +160,15 @@ def test_a_redactor_matches_each_escaped_form_and_short_ones_stay_whole_words() 
     assert redactor.json({"k": AWKWARD["newline"], AWKWARD["quote"]: 1}) == '{"k": "***", "***": 1}'
 
 
+def test_a_text_with_a_lone_surrogate_is_redacted_around_it() -> None:
+    """A tool's error may quote a string no UTF-8 can hold; the automata refused it, and the span that
+    reported the error raised out of the tool call (CI found it when a process-wide secret was registered)."""
+    long, short = Redactor(["supersecretvalue"]), Redactor(["tok1"])
+    assert long.text("bad \udfff supersecretvalue\ud800") == "bad \udfff ***\ud800"
+    assert short.text("\udfff tok1 tok12") == "\udfff *** tok12"
+    assert long.text("\ud800") == "\ud800"
+
+
 # -- logs -------------------------------------------------------------------------
 
 
