@@ -20,6 +20,7 @@ from orchestrator.core.results import ToolResult
 from orchestrator.core.waiting import Decision, WaitingCall
 from orchestrator.definitions.define import AgentDefinition, ToolDefinition
 from orchestrator.definitions.thread_state import ExecutionState
+from orchestrator.engine.approver import simulated_approvals
 from orchestrator.engine.executor import Executed, ExecutionResult, execute
 from orchestrator.engine.fork import fork_thread, rewind_thread
 from orchestrator.engine.live import StartTicket
@@ -176,8 +177,8 @@ class Thread:
             if done is None:  # failed or cancelled: the record is what storage kept
                 self.record = await self._runtime.storage.get_thread(self.id)
         self.record = done.thread
-        if done.thread.status == "waiting" and self.agent.approver is not None:
-            resumed = await self._simulated_approvals(self.agent.approver)
+        if await simulated_approvals(self._runtime.services, self._runtime.waiting, done.thread):
+            resumed = await self.resume(tools=tools)
             if resumed is not None:
                 return await resumed
         if done.thread.status == "waiting" and not await self._runtime.waiting.calls(self.id):
@@ -235,20 +236,6 @@ class Thread:
         if await self._runtime.waiting.decide(self.id, call_id, decision):
             return await self.resume(tools=tools)
         return None
-
-    async def _simulated_approvals(self, approver: str) -> asyncio.Task[ExecutionResult] | None:
-        """The agent's approver prompt decides each open approval (engine/approver.py); the resumed
-        execution's task once none is left open. Calls waiting for answers or results stay waiting."""
-        from orchestrator.engine.approver import ask_approver
-
-        prompt = self._runtime.services.definitions.prompts[approver]
-        resumed = None
-        for call in await self._runtime.waiting.calls(self.id):
-            if call.kind != "approval":
-                continue
-            decision = await ask_approver(self._runtime.services, prompt, call, self.record.arguments)
-            resumed = await self._decide(call.call_id, decision) or resumed
-        return resumed
 
     async def resume(self, *, tools: Sequence[ToolDefinition] = ()) -> asyncio.Task[ExecutionResult] | None:
         """Go on with a waiting thread whose calls are all decided, in the background (a decision does

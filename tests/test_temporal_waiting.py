@@ -144,6 +144,48 @@ async def test_temporal_a_decision_after_the_worker_left_resumes_and_nothing_run
             await runtime.close()
 
 
+async def test_temporal_a_dual_ai_agents_approver_decides_and_the_same_activity_resumes(pg_schema: str) -> None:
+    """Before, only `Thread` asked the approver: on a worker the thread stayed waiting for a person."""
+    server_dev = dev_server()
+    options = TemporalOptions(
+        address=server_dev.address, task_queue=f"test-{uuid.uuid4().hex[:12]}", heartbeat_timeout=2, retry_initial=0.1
+    )
+    model = ScriptedModel([_CALLS, ScriptedResponse(text='{"decision": "approve"}'), ScriptedResponse(text="done")])
+    prompts = {"pa": define_prompt(prompt="clerk", tool_description="a", tools=("refund", "lookup"))}
+    prompts |= {
+        "pb": define_prompt(prompt="customer", tool_description="b"),
+        "judge": define_prompt(prompt="judge", tool_description="j"),
+    }
+    agent = define_agent(type="dual_ai", side_a=Side("pa"), side_b=Side("pb"), max_session_turns=1, approver="judge")
+    defs = definitions(tools=_defs().tools, prompts=prompts, agents={"duo": agent})
+    opened: list[Runtime] = []
+    RUNS.clear()
+    try:
+        with respx.mock(assert_all_called=False) as router:
+            model.mount(router)
+            for _ in range(2):
+                storage = PostgresStorage(PG_DSN, schema=pg_schema)
+                opened.append(Runtime(defs, config=config_from_dict(SCRIPTED_CONFIG), storage=storage))
+                await opened[-1].open()
+            server, worker_runtime = opened
+            requests = ThreadRequests(await connect(options), options)
+            stop = asyncio.Event()
+            worker = asyncio.create_task(Worker(worker_runtime, options, drain_timeout=1).run(stop))
+            thread = await server.create_thread("duo")
+            await requests.submit(thread.id, None, last_flow=None)
+            await _status(server, thread.id, "completed")  # max_session_turns: the conversation is over
+            stop.set()
+            await worker
+        assert sorted(RUNS) == ["lookup A1", "refund A1"]
+        [decided] = await server.waiting.calls(thread.id, open_only=False)
+        assert decided.decision is not None and decided.decision.kind == "approved"
+        assert "You decide whether a tool call may run" in json.dumps(model.requests[1]["messages"])
+        assert len(model.requests) == 3
+    finally:
+        for runtime in opened:
+            await runtime.close()
+
+
 # -- a worker process killed (SIGKILL) while the call waits ---------------------------------------
 
 

@@ -6,7 +6,8 @@ asked, once per waiting call, with the call's tool, arguments and the side that 
 with only `{"decision": "approve"}` or `{"decision": "reject", "reason": "..."}`. The answer is parsed
 strictly: anything else rejects the call with a reason saying the approver's answer was not usable (a
 confused simulator never lets a call through). The decisions go through `Thread.approve` / `reject`,
-the same checked, durable path a person's take.
+the same checked, durable path a person's take. `simulated_approvals` is that round, the same wherever the
+execution ran: in this process (`Thread`) or on a Temporal worker (temporal/activities.py).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from orchestrator.engine.views import render_prompt
 from providers import model_json
 
 if TYPE_CHECKING:
+    from orchestrator.core.messages import ThreadRecord
     from orchestrator.definitions.define import PromptDefinition
     from orchestrator.engine.services import Services
+    from orchestrator.engine.waiting import WaitingDesk
     from providers.request import ChatMessage
 
-__all__ = ["APPROVER_FORMAT", "ask_approver", "parse_approver_answer"]
+__all__ = ["APPROVER_FORMAT", "ask_approver", "parse_approver_answer", "simulated_approvals"]
 
 APPROVER_FORMAT = (
     "\n\nYou decide whether a tool call may run. Reply with only a JSON object: "
@@ -73,3 +76,19 @@ async def ask_approver(
         if isinstance(item, TextDelta):
             text.append(item.text)
     return parse_approver_answer("".join(text))
+
+
+async def simulated_approvals(services: Services, desk: WaitingDesk, thread: ThreadRecord) -> bool:
+    """The thread's agent's approver decides each open approval of the waiting `thread`; True when that left
+    no call open, so the caller resumes it. Calls waiting for answers or results stay waiting; an agent
+    without an approver decides nothing."""
+    approver = services.definitions.agents[thread.agent_id].approver
+    if approver is None or thread.status != "waiting":
+        return False
+    prompt = services.definitions.prompts[approver]
+    settled = False
+    for call in await desk.calls(thread.id):
+        if call.kind == "approval":
+            decision = await ask_approver(services, prompt, call, thread.arguments)
+            settled = await desk.decide(thread.id, call.call_id, decision) or settled
+    return settled

@@ -8,7 +8,8 @@ attempt can tell its execution apart); a worker that dies or stalls stops
 heartbeating and Temporal gives the request to another worker. Stop arrives
 as cancellation and becomes `ExecutionState.stop`, so the execution stores
 its own end; any other cancellation (worker shutdown, timed out) abandons the
-attempt and leaves the thread to the next one.
+attempt and leaves the thread to the next one. A dual_ai agent's approver decides the calls the execution
+left waiting, and the same attempt resumes it, as `Thread` does in one process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from orchestrator.core import tracing
+from orchestrator.engine.approver import simulated_approvals
 from orchestrator.engine.executor import ExecutionFailed, execute
 from orchestrator.engine.waiting import NotWaitingError
 from orchestrator.storage import NotFoundError, StaleLeaseError, ThreadBusyError
@@ -143,10 +145,19 @@ class ExecutionActivities:
         def started(state: ThreadState, _record: ThreadRecord) -> None:
             mine.append(self._started(given, judged, state))
 
+        def resumed(state: ThreadState, _record: ThreadRecord) -> None:  # after our own execution: no fence
+            assert state.execution is not None
+            mine.append(state.execution)
+            self.runtime.live.started(given.thread_id, state.execution)
+            if controls.stop is not None:
+                state.execution.stop(controls.stop)
+
         try:
-            result = (
-                await execute(services, thread, person_message=person, on_start=started, resume_waiting=given.resume)
-            ).result
+            done = await execute(services, thread, person_message=person, on_start=started, resume_waiting=given.resume)
+            while await simulated_approvals(services, self.runtime.waiting, done.thread):  # the agent's approver
+                self.runtime.live.ended(given.thread_id, mine[-1])
+                done = await execute(services, done.thread, on_start=resumed, resume_waiting=True)
+            result = done.result
         except _ThreadMoved:
             return None
         except NotWaitingError:  # resumed already (an earlier request served it): nothing runs twice
@@ -161,8 +172,8 @@ class ExecutionActivities:
             raise
         finally:
             self._waiting.pop(given.thread_id, None)
-            if mine:  # only ours: an attempt refused here must not unregister the one running
-                self.runtime.live.ended(given.thread_id, mine[0])
+            for execution in mine:  # only ours: an attempt refused here must not unregister the one running
+                self.runtime.live.ended(given.thread_id, execution)
             with contextlib.suppress(Exception):
                 await services.bus.flush(given.thread_id)
             services.bus.detach(given.thread_id)  # the next execution may run in another process
